@@ -1,0 +1,1 @@
+"""Adapters: files, manifests, the cluster. They turn the outside world into core data."""

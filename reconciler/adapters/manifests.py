@@ -1,0 +1,96 @@
+"""Node manifests in git: every *.yaml / *.yml under a folder, multi-document, Node or List of Nodes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from reconciler.adapters.files import read_text
+from reconciler.core.tags import Node
+from reconciler.errors import GpudrvError
+
+
+def manifest_files(folder: Path) -> list[Path]:
+    if not folder.exists():
+        raise GpudrvError(f"{folder}: no such directory")
+    if not folder.is_dir():
+        raise GpudrvError(f"{folder}: not a directory")
+    return sorted(path for path in folder.rglob("*") if path.suffix in {".yaml", ".yml"} and path.is_file())
+
+
+def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
+    """(line, document) for each YAML document of the file; one clear error on broken YAML."""
+    yaml = YAML(typ="rt")
+    try:
+        for document in yaml.load_all(read_text(path)):
+            yield _line_of(document), document
+    except MarkedYAMLError as exc:
+        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
+        raise GpudrvError(f"{path}:{line}: invalid YAML: {exc.problem or exc.context}") from None
+    except YAMLError as exc:
+        raise GpudrvError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def load_nodes(folder: Path) -> list[Node]:
+    """Every Node declared under `folder`; other kinds are ignored."""
+    nodes: dict[str, Node] = {}
+    for path in manifest_files(folder):
+        for node in _nodes_in(path):
+            if node.name in nodes:
+                raise GpudrvError(
+                    f"{node.origin}: node {node.name} is declared twice (also {nodes[node.name].origin})"
+                )
+            nodes[node.name] = node
+    return list(nodes.values())
+
+
+def _nodes_in(path: Path) -> Iterator[Node]:
+    for line, document in load_documents(path):
+        if not isinstance(document, dict):
+            continue
+        if document.get("kind") == "Node":
+            yield _node(path, line, document)
+        elif document.get("kind") == "List":
+            for item in document.get("items") or []:
+                if isinstance(item, dict) and item.get("kind") == "Node":
+                    yield _node(path, _line_of(item, line), item)
+
+
+def _node(path: Path, line: int, document: dict[str, Any]) -> Node:
+    origin = f"{path}:{line}"
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str) or not name:
+        raise GpudrvError(f"{origin}: Node without metadata.name")
+    labels = metadata.get("labels") if isinstance(metadata, dict) else None
+    if labels is None:
+        return Node(name, {}, origin)
+    if not isinstance(labels, dict):
+        raise GpudrvError(f"{origin}: node {name}: metadata.labels must be a mapping")
+    for key, value in labels.items():
+        if not isinstance(value, str):
+            at = f"{path}:{_key_line(labels, key, line)}"
+            raise GpudrvError(f'{at}: node {name}: label {key} must be a string; quote it: "{_plain(value)}"')
+    return Node(name, {str(key): value for key, value in labels.items()}, origin)
+
+
+def _plain(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
+
+
+def _line_of(node: Any, default: int = 1) -> int:
+    lc = getattr(node, "lc", None)
+    return lc.line + 1 if lc is not None and lc.line is not None else default
+
+
+def _key_line(mapping: Any, key: Any, default: int) -> int:
+    try:
+        return int(mapping.lc.key(key)[0]) + 1
+    except (AttributeError, KeyError, TypeError):
+        return default

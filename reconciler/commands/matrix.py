@@ -1,0 +1,44 @@
+"""`gpudrv matrix validate` and `gpudrv matrix add`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reconciler.adapters import files, schemas
+from reconciler.commands import ERROR, OK
+from reconciler.commands.sources import read_matrix, require_valid
+from reconciler.core import matrix
+from reconciler.core.tags import ImageKey
+from reconciler.errors import GpudrvError
+
+
+def validate(path: Path) -> int:
+    _, parsed = read_matrix(path)
+    for problem in parsed.problems:
+        print(f"{path}:{problem.line}: {problem.message}")
+    if parsed.problems:
+        return ERROR
+    print(f"{path}: {len(parsed.rows)} rows, valid")
+    return OK
+
+
+def add(path: Path, key: ImageKey) -> int:
+    problems = matrix.row_problems(key, schemas.load("matrix-row"))
+    if problems:
+        raise GpudrvError(f"refused {key.as_csv()}: {'; '.join(problems)}")
+    text, existing = read_matrix(path)
+    if (row := require_valid(path, existing).find(key)) is not None:
+        print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
+        return OK
+    updated = matrix.append_row(text, key)
+    files.write_atomic(path, updated)
+    line = updated.rstrip("\r\n").count("\n") + 1
+    print(f"added {key.as_csv()} at {path}:{line} (image tag {key.tag})")
+    return OK
+
+
+def key_of(tag: str) -> ImageKey:
+    try:
+        return matrix.key_from_tag(tag)
+    except ValueError as exc:
+        raise GpudrvError(str(exc)) from None

@@ -1,0 +1,17 @@
+"""`gpudrv tag NODE`: the precompiled driver image tag one node needs."""
+
+from __future__ import annotations
+
+from reconciler.commands import OK
+from reconciler.commands.sources import NodeSource
+from reconciler.core import tags
+from reconciler.errors import GpudrvError
+
+
+def run(node_name: str, source: NodeSource) -> int:
+    node = source.node(node_name)
+    try:
+        print(tags.tag(node))
+    except tags.TagError as exc:
+        raise GpudrvError(str(exc)) from None
+    return OK

@@ -1,0 +1,116 @@
+"""Node facts and the precompiled driver image tag they call for.
+
+The tag is `<driver branch>-<kernel>-<os tag>`, built from separate labels and never parsed back
+from a tag in general (kernels contain hyphens).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+GPU_PRESENT = "nvidia.com/gpu.present"
+DRIVER_MAJOR = "nvidia.com/cuda.driver.major"
+DRIVER_MINOR = "nvidia.com/cuda.driver.minor"
+DRIVER_REV = "nvidia.com/cuda.driver.rev"
+KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
+OS_VERSION_ID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
+UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
+
+# The GPU Operator's getOSTag keeps only the major version for these distributions.
+MAJOR_ONLY_OS = frozenset({"rhel", "rocky", "ol"})
+
+# Field patterns; schemas/matrix-row.schema.json carries the same ones (a unit test keeps them equal).
+BRANCH_PATTERN = r"^[0-9]+$"
+KERNEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+OS_TAG_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+# An OCI tag: at most 128 characters of [A-Za-z0-9_.-], not starting with '.' or '-'.
+TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+_OS_RELEASE_PATTERN = r"^[a-z0-9._-]+$"
+
+
+@dataclass(frozen=True)
+class Node:
+    """A node as gpudrv sees it: a name and its labels; `origin` is `file:line` for manifests."""
+
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    origin: str | None = None
+
+    @property
+    def gpu_present(self) -> bool:
+        return self.labels.get(GPU_PRESENT) == "true"
+
+
+class TagError(ValueError):
+    """A node's labels do not give a valid tag; `reason` names the label and what is wrong."""
+
+    def __init__(self, node: str, reason: str) -> None:
+        super().__init__(f"node {node}: {reason}")
+        self.node = node
+        self.reason = reason
+
+
+@dataclass(frozen=True, order=True)
+class ImageKey:
+    """One precompiled driver image: the three parts of its tag."""
+
+    driver_branch: str
+    kernel: str
+    os_tag: str
+
+    @property
+    def tag(self) -> str:
+        return f"{self.driver_branch}-{self.kernel}-{self.os_tag}"
+
+    def as_csv(self) -> str:
+        return f"{self.driver_branch},{self.kernel},{self.os_tag}"
+
+
+def os_tag(os_id: str, version_id: str) -> str:
+    """`ubuntu` + `22.04` gives `ubuntu22.04`; rhel, rocky and ol keep the major version (`rhel9`)."""
+    if os_id in MAJOR_ONLY_OS:
+        version_id = version_id.split(".", 1)[0]
+    return f"{os_id}{version_id}"
+
+
+def valid_tag(tag: str) -> bool:
+    return _full(TAG_PATTERN, tag)
+
+
+def invalid_tag_reason(tag: str) -> str:
+    return f"tag {tag!r} is not a valid image tag (at most 128 characters: letters, digits, '.', '_', '-')"
+
+
+def image_key(node: Node) -> ImageKey:
+    """The image a node needs, from its labels; raises TagError naming the label at fault."""
+    branch = _label(node, DRIVER_MAJOR, BRANCH_PATTERN, "is not a driver branch (digits only)")
+    kernel = _label(node, KERNEL, KERNEL_PATTERN, "cannot be part of an image tag")
+    os_id = _label(node, OS_ID, _OS_RELEASE_PATTERN, "is not an os-release ID (lowercase a-z, 0-9, . _ -)")
+    version = _label(node, OS_VERSION_ID, _OS_RELEASE_PATTERN, "is not an os-release VERSION_ID")
+    key = ImageKey(branch, kernel, os_tag(os_id, version))
+    if not valid_tag(key.tag):
+        raise TagError(node.name, invalid_tag_reason(key.tag))
+    return key
+
+
+def tag(node: Node) -> str:
+    return image_key(node).tag
+
+
+def _label(node: Node, key: str, pattern: str, complaint: str) -> str:
+    if key not in node.labels:
+        raise TagError(node.name, f"label {key} is missing")
+    value = node.labels[key]
+    if value == "":
+        raise TagError(node.name, f"label {key} is empty")
+    if not _full(pattern, value):
+        raise TagError(node.name, f"label {key}={value!r} {complaint}")
+    return value
+
+
+def _full(pattern: str, value: str) -> bool:
+    # re.fullmatch plus \Z semantics: '$' alone would accept a trailing newline.
+    return re.fullmatch(pattern.removeprefix("^").removesuffix("$"), value) is not None
