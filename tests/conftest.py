@@ -1,0 +1,44 @@
+"""Shared helpers: run the real `gpudrv` entry point, and a copy of the example fleet to change freely."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def gpudrv_command() -> list[str]:
+    """The installed console script next to this interpreter, as a user would run it."""
+    script = Path(sys.executable).with_name("gpudrv")
+    if not script.exists():
+        raise RuntimeError(f"gpudrv is not installed next to {sys.executable}: run pip install -e '.[dev]'")
+    return [str(script)]
+
+
+def run_gpudrv(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [*gpudrv_command(), *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.fixture
+def lab(tmp_path: Path) -> Path:
+    """A working copy of the bundled example: matrix/ and clusters/lab/."""
+    shutil.copytree(REPO / "matrix", tmp_path / "matrix")
+    shutil.copytree(REPO / "clusters", tmp_path / "clusters")
+    return tmp_path
