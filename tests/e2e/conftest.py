@@ -1,0 +1,167 @@
+"""The end-to-end tier: one real control plane per run (scripts/cluster), fresh namespace and nodes per test.
+
+Nothing here skips: if the control plane cannot be built or started, every e2e test fails with the
+reason, so CI fails loudly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, run_gpudrv
+
+CLUSTER = REPO / "scripts" / "cluster"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/e2e/" in str(item.path):
+            item.add_marker(pytest.mark.e2e)
+
+
+def _cluster(verb: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(CLUSTER), verb], capture_output=True, text=True, check=False)
+    if check and result.returncode != 0:
+        tail = "\n".join(result.stderr.strip().splitlines()[-15:])
+        pytest.fail(f"scripts/cluster {verb} failed (exit {result.returncode}):\n{tail}", pytrace=False)
+    return result
+
+
+def _last_line(result: subprocess.CompletedProcess[str]) -> str:
+    return result.stdout.strip().splitlines()[-1]
+
+
+@dataclass
+class Kube:
+    """kubectl (the one built with the control plane) against the test cluster."""
+
+    kubeconfig: Path
+    kubectl_path: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"KUBECONFIG": str(self.kubeconfig)}
+
+    def run(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        result = subprocess.run(
+            [str(self.kubectl_path), *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            env={**os.environ, **self.env},
+            timeout=180,
+            check=False,
+        )
+        if check and result.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result
+
+    def apply(self, manifest: str, *args: str) -> None:
+        self.run("apply", "-f", "-", *args, stdin=manifest)
+
+    def get(self, *args: str) -> Any:
+        return json.loads(self.run("get", *args, "-o", "json").stdout)
+
+    def gpudrv(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+        return run_gpudrv(*args, cwd=cwd, env=self.env)
+
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+            time.sleep(0.25)
+
+
+@pytest.fixture(scope="session")
+def kube() -> Iterator[Kube]:
+    was_running = _cluster("status", check=False).returncode == 0
+    kubeconfig = Path(_last_line(_cluster("up")))
+    bin_dir = Path(_last_line(_cluster("build")))
+    yield Kube(kubeconfig, bin_dir / "kubectl")
+    if not was_running and os.environ.get("GPUDRV_KEEP_CLUSTER") != "1":
+        _cluster("down", check=False)
+
+
+@pytest.fixture
+def namespace(kube: Kube) -> Iterator[str]:
+    name = f"e2e-{uuid.uuid4().hex[:8]}"
+    kube.run("create", "namespace", name)
+    yield name
+    kube.run("delete", "namespace", name, "--wait=false", check=False)
+
+
+GPU_LABELS = {
+    "nvidia.com/gpu.present": "true",
+    "nvidia.com/cuda.driver.major": "550",
+    "nvidia.com/cuda.driver.minor": "90",
+    "nvidia.com/cuda.driver.rev": "07",
+    "feature.node.kubernetes.io/kernel-version.full": "5.15.0-119-generic",
+    "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+    "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+}
+
+
+def node_manifest(name: str, labels: dict[str, str]) -> str:
+    document = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": {"kwok.x-k8s.io/node": "fake"},
+            "labels": {"kubernetes.io/hostname": name, "type": "kwok", **labels},
+        },
+    }
+    return json.dumps(document)
+
+
+@dataclass
+class FakeNodes:
+    """Creates kwok fake nodes, waits until they are Ready, and deletes them after the test."""
+
+    kube: Kube
+    created: list[str] = field(default_factory=list)
+
+    def add(self, name: str, **labels: str) -> str:
+        self.kube.apply(node_manifest(name, labels))
+        self.created.append(name)
+        self.kube.wait_for(f"node {name} Ready", lambda: self.ready(name))
+        return name
+
+    def add_gpu(self, name: str, changes: dict[str, str | None] | None = None) -> str:
+        """A GPU node with the lab's labels, each change applied (None drops the label)."""
+        labels: dict[str, str | None] = {**GPU_LABELS, **(changes or {})}
+        return self.add(name, **{key: value for key, value in labels.items() if value is not None})
+
+    def ready(self, name: str) -> bool:
+        conditions = self.kube.get("node", name)["status"].get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+    def delete_all(self) -> None:
+        if self.created:
+            self.kube.run("delete", "node", *self.created, "--ignore-not-found", "--wait=true", check=False)
+
+
+@pytest.fixture
+def nodes(kube: Kube) -> Iterator[FakeNodes]:
+    fake = FakeNodes(kube)
+    yield fake
+    fake.delete_all()
+
+
+@pytest.fixture
+def unique() -> str:
+    """A short prefix that keeps this test's node names its own."""
+    return f"t{uuid.uuid4().hex[:6]}"
