@@ -1,0 +1,91 @@
+"""Workloads to explain: pod templates from manifests in git, or live pods with the scheduler's verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import cluster, manifests
+from reconciler.core import placement
+from reconciler.core.placement import Workload
+from reconciler.core.tags import Node
+from reconciler.errors import GpudrvError
+
+
+@dataclass(frozen=True)
+class Live:
+    """What a live explain reads in one go: every node, the pods, and where they came from."""
+
+    nodes: list[Node]
+    pods: list[Workload]
+    host: str
+
+
+def load_workloads(folder: Path) -> list[Workload]:
+    """Every Pod, Job, CronJob, Deployment and StatefulSet under `folder`, in file order."""
+    found: dict[tuple[str, str, str], Workload] = {}
+    for path in manifests.manifest_files(folder):
+        for line, document in manifests.documents_of_kinds(path, placement.POD_SPEC_PATHS):
+            item = _from_manifest(path, line, document)
+            key = (item.kind, item.namespace, item.name)
+            if key in found:
+                raise GpudrvError(f"{item.origin}: {item.ref} is declared twice (also {found[key].origin})")
+            found[key] = item
+    return list(found.values())
+
+
+def read_live(options: cluster.Options, namespace: str, pod_name: str | None) -> Live:
+    """All nodes, and one pod or every pod of the namespace, in name order."""
+    live = cluster.connect(options)
+    if pod_name is None:
+        documents = live.pods(namespace)
+    elif (document := live.pod(namespace, pod_name)) is not None:
+        documents = [document]
+    else:
+        raise GpudrvError(f"pod {pod_name} not found in namespace {namespace} in the cluster at {live.host}")
+    pods = sorted((_from_live(document) for document in documents), key=lambda pod: pod.name)
+    return Live(live.nodes(), pods, live.host)
+
+
+def scheduler_message(document: dict[str, Any]) -> str | None:
+    """The PodScheduled=False condition's message: the scheduler's own account of a Pending pod."""
+    for condition in (document.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "PodScheduled" and condition.get("status") == "False":
+            return str(condition.get("message") or condition.get("reason") or "not scheduled")
+    return None
+
+
+def _from_manifest(path: Path, line: int, document: dict[str, Any]) -> Workload:
+    try:
+        return placement.workload(document, str(path), line)
+    except placement.SpecError as exc:
+        where = f"{path}:{_line_at(document, exc.path, line)}"
+        raise GpudrvError(f"{where}: {document.get('kind')} {_name(document)}: {exc}") from None
+
+
+def _from_live(document: dict[str, Any]) -> Workload:
+    document = {**document, "kind": "Pod"}  # list items carry no kind
+    try:
+        return placement.workload(document, scheduler=scheduler_message(document))
+    except placement.SpecError as exc:
+        raise GpudrvError(f"pod {_name(document)}: {exc}") from None
+
+
+def _name(document: dict[str, Any]) -> str:
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    return str(name or "(no name)")
+
+
+def _line_at(document: Any, path: Sequence[str | int], default: int) -> int:
+    """The line of the deepest node along `path` that ruamel can place."""
+    line, node = default, document
+    for step in path:
+        try:
+            position = node.lc.item(step) if isinstance(step, int) else node.lc.key(step)
+            line, node = int(position[0]) + 1, node[step]
+        except (AttributeError, KeyError, IndexError, TypeError):
+            break
+    return line
