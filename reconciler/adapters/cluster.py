@@ -34,18 +34,62 @@ class Cluster:
     """A connected cluster; every method reads fresh from the API server."""
 
     def __init__(self, api_client: Any, host: str) -> None:
-        self._api = api_client
+        self.api_client = api_client
         self.host = host
 
     def gpu_nodes(self) -> list[Node]:
         """All nodes labelled gpu.present=true: one paginated metadata-only list."""
         return list(self._list_nodes(f"{GPU_PRESENT}=true"))
 
+    def nodes(self) -> list[Node]:
+        """Every node, whatever its labels: one paginated metadata-only list."""
+        return list(self._list_nodes(""))
+
+    def disruption_budgets(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's PodDisruptionBudgets (policy/v1) as plain JSON documents."""
+        from kubernetes.client import PolicyV1Api
+
+        def read() -> Any:
+            return PolicyV1Api(self.api_client).list_namespaced_pod_disruption_budget_with_http_info(
+                namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+
+        return list(self._call(read).get("items") or [])
+
+    def pods(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's pods as plain JSON documents (spec and status are needed, not only metadata)."""
+        pods: list[dict[str, Any]] = []
+        token: str | None = None
+        while True:
+            page = self._call(partial(self._pod_page, namespace, token))
+            pods.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return pods
+
+    def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
+        from kubernetes.client import CoreV1Api
+
+        def read() -> Any:
+            return CoreV1Api(self.api_client).read_namespaced_pod_with_http_info(
+                name, namespace, _preload_content=False, _request_timeout=TIMEOUT
+            )
+
+        document: dict[str, Any] | None = self._call(read, missing_ok=True)
+        return document
+
+    def _pod_page(self, namespace: str, token: str | None) -> Any:
+        from kubernetes.client import CoreV1Api
+
+        return CoreV1Api(self.api_client).list_namespaced_pod_with_http_info(
+            namespace, limit=PAGE_SIZE, _continue=token, _preload_content=False, _request_timeout=TIMEOUT
+        )
+
     def node(self, name: str) -> Node | None:
         from kubernetes.client import CoreV1Api
 
         def read() -> Any:
-            return CoreV1Api(self._api).read_node_with_http_info(
+            return CoreV1Api(self.api_client).read_node_with_http_info(
                 name, _preload_content=False, _headers={"Accept": METADATA_ONE}, _request_timeout=TIMEOUT
             )
 
@@ -64,7 +108,7 @@ class Cluster:
     def _node_page(self, selector: str, token: str | None) -> Any:
         from kubernetes.client import CoreV1Api
 
-        return CoreV1Api(self._api).list_node_with_http_info(
+        return CoreV1Api(self.api_client).list_node_with_http_info(
             label_selector=selector,
             limit=PAGE_SIZE,
             _continue=token,

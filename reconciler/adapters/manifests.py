@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 
 from reconciler.adapters.files import read_text
+from reconciler.core.diff import Budget
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
 
@@ -35,6 +36,19 @@ def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
         raise GpudrvError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
 
+def documents_of_kinds(path: Path, kinds: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line, document) for each document of one of `kinds` in the file, `kind: List` items too."""
+    for line, document in load_documents(path):
+        if not isinstance(document, dict):
+            continue
+        if document.get("kind") in kinds:
+            yield line, document
+        elif document.get("kind") == "List":
+            for item in document.get("items") or []:
+                if isinstance(item, dict) and item.get("kind") in kinds:
+                    yield _line_of(item, line), item
+
+
 def load_nodes(folder: Path) -> list[Node]:
     """Every Node declared under `folder`; other kinds are ignored."""
     nodes: dict[str, Node] = {}
@@ -46,6 +60,48 @@ def load_nodes(folder: Path) -> list[Node]:
                 )
             nodes[node.name] = node
     return list(nodes.values())
+
+
+def load_budget_specs(folder: Path) -> list[Budget]:
+    """Every PodDisruptionBudget declared under `folder`: identity, spec as plain data, file:line."""
+    budgets: dict[tuple[str, str], Budget] = {}
+    for path in manifest_files(folder):
+        for line, document in documents_of_kinds(path, ("PodDisruptionBudget",)):
+            budget = _budget(path, line, document)
+            key = (budget.namespace, budget.name)
+            if key in budgets:
+                also = budgets[key].origin
+                raise GpudrvError(
+                    f"{budget.origin}: PodDisruptionBudget {budget.ref} is declared twice (also {also})"
+                )
+            budgets[key] = budget
+    return list(budgets.values())
+
+
+def _budget(path: Path, line: int, document: dict[str, Any]) -> Budget:
+    origin = f"{path}:{line}"
+    metadata = document.get("metadata")
+    metadata = metadata if isinstance(metadata, dict) else {}
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise GpudrvError(f"{origin}: PodDisruptionBudget without metadata.name")
+    spec = document.get("spec")
+    if not isinstance(spec, dict):
+        raise GpudrvError(f"{origin}: PodDisruptionBudget {name}: spec must be a mapping")
+    # kubectl apply puts a manifest without a namespace in the context's; ours is always "default".
+    return Budget(str(metadata.get("namespace") or "default"), name, _data(spec), origin)
+
+
+def _data(value: Any) -> Any:
+    """ruamel's round-trip types as plain dicts, lists and scalars, so they compare equal to JSON."""
+    if isinstance(value, dict):
+        return {str(key): _data(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_data(item) for item in value]
+    for scalar in (bool, int, float, str):  # bool first: it is an int
+        if isinstance(value, scalar):
+            return scalar(value)
+    return value
 
 
 def _nodes_in(path: Path) -> Iterator[Node]:

@@ -1,0 +1,163 @@
+"""The support matrix in git, through GitPython.
+
+History is read in ONE streamed `git log -p` pass over the matrix file: a diff per commit would
+spawn a process per commit. The log follows the first parent only: that is the branch as it
+happened, one linear sequence whose diffs compose exactly, and a merged pull request's rows are
+attributed to the commit that landed them (the squash commit "... (#12)" or the merge commit
+"Merge pull request #12 ..."), dated when they landed.
+
+GitPython is imported inside the functions, so commands that never read git do not pay for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from reconciler.core import history
+from reconciler.core.history import CommitInfo, Lifetime
+from reconciler.core.tags import ImageKey
+from reconciler.errors import GpudrvError
+
+if TYPE_CHECKING:
+    from git import Repo
+    from git.exc import GitCommandError
+
+FULL_CLONE = "fetch-depth: 0 in actions/checkout"
+
+# The user's git configuration must not change what the log looks like.
+_CONFIG = ("log.follow=false", "log.showSignature=false", "core.quotePath=false", "diff.relative=false")
+_LOG_OPTIONS = (
+    "--reverse",
+    "--first-parent",
+    "--diff-merges=first-parent",  # a merge shows its diff against the branch it merged into
+    "--no-renames",  # a file moved onto the matrix path shows as all its rows added
+    "--no-color",
+    "--no-ext-diff",
+    "--no-textconv",
+    "--encoding=UTF-8",
+    "--patch",
+    "--unified=0",
+    f"--format={history.LOG_FORMAT}",
+)
+
+
+def open_repo(start: Path, shown: Path | None = None) -> Repo:
+    """The repository containing `start` (searching parent directories), or one clear error."""
+    from git import Repo
+    from git.exc import InvalidGitRepositoryError, NoSuchPathError
+
+    try:
+        return Repo(start, search_parent_directories=True)
+    except (InvalidGitRepositoryError, NoSuchPathError):
+        raise GpudrvError(f"{shown or start}: not inside a git repository") from None
+
+
+def locate(path: Path) -> tuple[Repo, str]:
+    """The repository holding `path` (relative to the current directory) and its repo-relative path."""
+    absolute = Path.cwd() / path
+    start = next((folder for folder in absolute.parents if folder.is_dir()), Path.cwd())
+    repo = open_repo(start, shown=path)
+    return repo, repo_path(repo, absolute)
+
+
+def repo_path(repo: Repo, path: Path) -> str:
+    """`path` as git names it: relative to the top of the working tree, with forward slashes."""
+    if repo.working_tree_dir is None:
+        raise GpudrvError(f"{repo.git_dir}: a bare repository has no working tree to find {path} in")
+    root = Path(repo.working_tree_dir).resolve()
+    try:
+        return (Path.cwd() / path).resolve().relative_to(root).as_posix()
+    except ValueError:
+        raise GpudrvError(f"{path}: outside the git repository at {root}") from None
+
+
+def read_at(repo: Repo, ref: str, repo_path: str) -> str | None:
+    """The file's text at `ref`, None if it does not exist there; an error if `ref` does not."""
+    tree = repo.commit(commit_of(repo, ref)).tree
+    try:
+        blob = tree / repo_path
+    except KeyError:
+        return None
+    if blob.type != "blob":
+        raise GpudrvError(f"{ref}:{repo_path} is a {blob.type}, not a file")
+    try:
+        return str(blob.data_stream.read().decode("utf-8"))
+    except UnicodeDecodeError:
+        raise GpudrvError(f"{ref}:{repo_path}: not UTF-8 text") from None
+
+
+def default_merged_ref(repo: Repo) -> str:
+    """The merged main branch: origin/main (what CI fetched) if it exists, else the local main."""
+    for name, full in (("origin/main", "refs/remotes/origin/main"), ("main", "refs/heads/main")):
+        if _resolve(repo, full) is not None:
+            return name
+    raise GpudrvError(f"neither origin/main nor main exists in {_where(repo)}: fetch the main branch")
+
+
+def row_added_at(repo: Repo, ref: str, repo_path: str, key: ImageKey) -> CommitInfo | None:
+    """The commit that added the row for its current stay in the matrix on `ref` (a row removed and
+    added again counts from the re-addition); None if the row is not in the matrix there."""
+    return history.current_addition(matrix_history(repo, repo_path, ref), key)
+
+
+def matrix_history(repo: Repo, repo_path: str, ref: str = "HEAD") -> list[Lifetime]:
+    """Every stay of every row in the matrix on `ref`'s first-parent history, in order of addition."""
+    require_full_history(repo)
+    commit = commit_of(repo, ref)
+    return history.fold(history.read_log(_log_lines(repo, commit, repo_path)))
+
+
+def require_full_history(repo: Repo) -> None:
+    if repo.git.rev_parse("--is-shallow-repository") == "true":
+        raise GpudrvError(
+            f"{_where(repo)} is a shallow clone: the matrix history needs the full clone: {FULL_CLONE}"
+        )
+
+
+def commit_of(repo: Repo, ref: str) -> str:
+    """The commit `ref` names, as a full hash; one clear error if it names none."""
+    found = None if ref.startswith("-") else _resolve(repo, f"{ref}^{{commit}}")
+    if ref == "HEAD" and found is None:
+        raise GpudrvError(f"{_where(repo)}: no commits yet")
+    if not ref or found is None:
+        shallow = repo.git.rev_parse("--is-shallow-repository") == "true"
+        hint = f" (a shallow clone: {FULL_CLONE})" if shallow else ""
+        raise GpudrvError(f"git ref {ref!r} not found in {_where(repo)}{hint}")
+    return found
+
+
+def _resolve(repo: Repo, name: str) -> str | None:
+    from git.exc import GitCommandError
+
+    try:
+        return str(repo.git.rev_parse("--verify", "--quiet", name))
+    except GitCommandError:
+        return None
+
+
+def _log_lines(repo: Repo, commit: str, repo_path: str) -> Iterator[str]:
+    """The log's lines as git writes them, read as they come: memory stays flat on long histories."""
+    from git import Git
+    from git.exc import GitCommandError
+
+    options = [part for setting in _CONFIG for part in ("-c", setting)]
+    command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "--literal-pathspecs", *options, "log"]
+    process = repo.git.execute([*command, *_LOG_OPTIONS, commit, "--", repo_path], as_process=True)
+    try:
+        for raw in process.stdout:
+            yield raw.decode("utf-8", errors="replace")
+        process.wait()
+    except GitCommandError as exc:
+        raise GpudrvError(f"git log in {_where(repo)} failed: {_git_message(exc)}") from None
+
+
+def _git_message(exc: GitCommandError) -> str:
+    # GitPython keeps stderr as "\n  stderr: '<text>'": keep git's last line of text.
+    text = str(exc.stderr).strip().removeprefix("stderr:").strip().strip("'").strip()
+    return text.splitlines()[-1] if text else f"exit status {exc.status}"
+
+
+def _where(repo: Repo) -> str:
+    return str(repo.working_tree_dir or repo.git_dir)
