@@ -9,7 +9,22 @@ from pathlib import Path
 
 from reconciler import __version__
 from reconciler.adapters.cluster import Options
-from reconciler.commands import ERROR, audit, matrix, sources, tag
+from reconciler.commands import (
+    ERROR,
+    apply,
+    audit,
+    diff,
+    drain,
+    explain,
+    history,
+    impact,
+    matrix,
+    sources,
+    status,
+    tag,
+)
+from reconciler.commands import plan as upgrade_plan
+from reconciler.core import duration
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
@@ -52,7 +67,31 @@ def build_parser() -> argparse.ArgumentParser:
     audit_cmd.set_defaults(handler=lambda a: audit.run(_source(a), a.matrix, a.output))
 
     _add_matrix_commands(commands, matrix_file)
+    _add_upgrade_commands(commands, nodes, matrix_file, output)
+    _add_explain_command(commands, nodes)
+    _add_diff_command(commands)
     return parser
+
+
+def _add_explain_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: argparse.ArgumentParser
+) -> None:
+    explain_cmd = commands.add_parser(
+        "explain",
+        parents=[nodes],
+        help="which nodes a workload may run on, why not the others, and CUDA driver checks",
+        description="Pods, Jobs, CronJobs, Deployments and StatefulSets (their pod templates) from "
+        "--from DIR, or live pods. Exit 1 when a workload fits no node or a node's driver is too old "
+        "for its CUDA image (with -o github only the latter: fitting no node is a warning there).",
+    )
+    explain_cmd.add_argument(
+        "target", nargs="?", metavar="KIND/NAME", help="e.g. pod/cuda13-job (default: every workload)"
+    )
+    explain_cmd.add_argument("-n", "--namespace", help="namespace (live default: default; --from: all)")
+    explain_cmd.add_argument(
+        "-o", "--output", choices=explain.OUTPUTS, default="text", help="text, json or github (annotations)"
+    )
+    explain_cmd.set_defaults(handler=lambda a: explain.run(a.target, a.namespace, _source(a), a.output))
 
 
 def _add_matrix_commands(
@@ -76,6 +115,7 @@ def _add_matrix_commands(
     add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
     add.set_defaults(handler=lambda a: matrix.add(a.matrix, _row_key(add, a)))
+    _add_matrix_git_commands(verbs, matrix_file)
 
 
 def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ImageKey:  # noqa: RET503
@@ -84,6 +124,48 @@ def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Image
     if args.tag is None and len(args.parts) == 3:
         return ImageKey(*args.parts)
     parser.error("give BRANCH KERNEL OS_TAG, or --tag TAG")  # exits with code 2
+
+
+def _add_matrix_git_commands(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
+) -> None:
+    history_cmd = verbs.add_parser(
+        "history",
+        parents=[matrix_file, _output_option()],
+        help="every row ever in the matrix: added and removed by which commit, author, date, PR",
+        description="One pass over the first-parent git history of the matrix file (needs a full "
+        "clone). A merged pull request's rows belong to the commit that landed them.",
+    )
+    history_cmd.set_defaults(handler=lambda a: history.run(a.matrix, a.output))
+
+    impact_cmd = verbs.add_parser(
+        "impact",
+        parents=[_node_options(), matrix_file],
+        help="rows added/removed since REF, and each GPU node's audit status before and after",
+        description="Exit 1 when a node that had its image at REF would lose it.",
+    )
+    impact_cmd.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
+    impact_cmd.add_argument(
+        "-o", "--output", choices=("text", "json", "markdown"), default="text", help="output format"
+    )
+    impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
+
+
+def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    diff_cmd = commands.add_parser(
+        "diff",
+        parents=[_output_option()],
+        help="declared node labels and PDB specs in git against the live cluster",
+        description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
+    )
+    diff_cmd.add_argument(
+        "--from", dest="desired_dir", type=Path, required=True, metavar="DIR", help="manifests in git"
+    )
+    diff_cmd.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
+    diff_cmd.add_argument("--context", help="kubeconfig context to use")
+    diff_cmd.set_defaults(
+        handler=lambda a: diff.run(a.desired_dir, Options(a.kubeconfig, a.context), a.output)
+    )
 
 
 def _node_options() -> argparse.ArgumentParser:
@@ -117,3 +199,113 @@ def _output_option() -> argparse.ArgumentParser:
 
 def _source(args: argparse.Namespace) -> sources.NodeSource:
     return sources.NodeSource(args.from_dir, Options(args.kubeconfig, args.context))
+
+
+def _add_upgrade_commands(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    nodes: argparse.ArgumentParser,
+    matrix_file: argparse.ArgumentParser,
+    output: argparse.ArgumentParser,
+) -> None:
+    gates = argparse.ArgumentParser(add_help=False)
+    gates.add_argument(
+        "--merged-ref",
+        metavar="REF",
+        help="where the image gate reads the matrix (default: origin/main, else main)",
+    )
+    gates.add_argument("--force", action="store_true", help="also delete pods that have no controller")
+
+    plan_cmd = commands.add_parser(
+        "plan",
+        parents=[nodes, matrix_file, gates, output],
+        help="the upgrades git asks for, their steps and gates",
+    )
+    plan_cmd.set_defaults(
+        handler=lambda a: upgrade_plan.run(
+            _desired(a),
+            a.matrix,
+            merged_ref=a.merged_ref,
+            force=a.force,
+            options=_options(a),
+            output=a.output,
+        )
+    )
+
+    apply_cmd = commands.add_parser(
+        "apply", parents=[nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
+    )
+    apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
+    apply_cmd.add_argument(
+        "--max-parallel", type=_positive, default=1, metavar="N", help="nodes at a time (default 1)"
+    )
+    apply_cmd.add_argument(
+        "--drain-timeout", type=_duration, default=300.0, metavar="D", help="per drain step (default 5m)"
+    )
+    apply_cmd.add_argument(
+        "--installer", choices=("labels", "wait"), default="labels", help="how the driver gets installed"
+    )
+    apply_cmd.add_argument(
+        "--timeout", type=_duration, default=600.0, metavar="D", help="installer=wait: how long (default 10m)"
+    )
+    apply_cmd.set_defaults(handler=_apply)
+
+    drain_cmd = commands.add_parser(
+        "drain", parents=[nodes], help="cordon and evict, naming the budget that refuses"
+    )
+    drain_cmd.add_argument("node", metavar="NODE")
+    drain_cmd.add_argument(
+        "--timeout", type=_duration, default=300.0, metavar="D", help="give up after D (default 5m)"
+    )
+    drain_cmd.add_argument("--force", action="store_true", help="also delete pods that have no controller")
+    drain_cmd.add_argument(
+        "--preflight", action="store_true", help="do not cordon when a budget would refuse"
+    )
+    drain_cmd.set_defaults(handler=lambda a: drain.run(a.node, a.timeout, a.force, a.preflight, _options(a)))
+
+    status_cmd = commands.add_parser(
+        "status", parents=[nodes, matrix_file, output], help="one line per GPU node"
+    )
+    status_cmd.set_defaults(handler=lambda a: status.run_status(a.from_dir, a.matrix, _options(a), a.output))
+
+    report_cmd = commands.add_parser(
+        "report", parents=[nodes, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
+    )
+    report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _options(a), a.output))
+
+
+def _apply(args: argparse.Namespace) -> int:
+    settings = apply.Settings(
+        from_dir=_desired(args),
+        matrix=args.matrix,
+        merged_ref=args.merged_ref,
+        dry_run=args.dry_run,
+        max_parallel=args.max_parallel,
+        drain_timeout=args.drain_timeout,
+        installer=args.installer,
+        install_timeout=args.timeout,
+        force=args.force,
+    )
+    return apply.run(settings, _options(args))
+
+
+def _desired(args: argparse.Namespace) -> Path:
+    if args.from_dir is None:
+        raise GpudrvError(f"gpudrv {args.command} needs --from DIR: the desired state in git")
+    return Path(args.from_dir)
+
+
+def _options(args: argparse.Namespace) -> Options:
+    return Options(args.kubeconfig, args.context)
+
+
+def _duration(text: str) -> float:
+    try:
+        return duration.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return int(text)

@@ -1,0 +1,360 @@
+"""`gpudrv apply --from DIR`: drive each node to its desired driver, one GPU Operator state at a time.
+
+The node's state label is the only memory: killed at any moment and run again, a node resumes at
+the step its label names, and every step can be repeated without harm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
+
+from reconciler.adapters import cluster
+from reconciler.adapters.drainer import Drain, DrainTimeout
+from reconciler.adapters.fleet import Conflict, Fleet
+from reconciler.commands import FINDINGS, OK
+from reconciler.commands import upgrades as up
+from reconciler.commands.sources import valid_matrix
+from reconciler.core import audit, diff, tags, upgrade
+from reconciler.core.budget import Role
+from reconciler.core.diff import Budget as DeclaredBudget
+from reconciler.core.duration import show
+from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, Images, NodePlan, State
+
+OWNER = "gpudrv.dev/upgrade-owner"
+FAILURE = "gpudrv.dev/upgrade-failure"
+LEASE_SECONDS = 60.0
+BUDGET_SETTLE_SECONDS = 30.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    from_dir: Path
+    matrix: Path
+    merged_ref: str | None = None
+    dry_run: bool = False
+    max_parallel: int = 1
+    drain_timeout: float = 300.0
+    installer: str = "labels"
+    install_timeout: float = 600.0
+    force: bool = False
+
+
+class StepFailed(Exception):
+    """A step could not finish; the node goes to upgrade-failed with this reason."""
+
+
+class Busy(Exception):
+    """Another gpudrv run holds the node."""
+
+
+def run(settings: Settings, options: cluster.Options) -> int:
+    valid_matrix(settings.matrix)  # 1. the matrix and the manifests must be valid before anything
+    desired = up.load_desired(settings.from_dir)
+    images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate reads the merged ref
+    fleet = up.connect(options)
+    if settings.dry_run:
+        return _dry_run(fleet, desired, images, settings)
+    _sync_budgets(fleet, desired)  # 3. budgets are part of the reviewed change
+    outcome = _upgrade_all(fleet, desired, images, settings)
+    return _final_audit(fleet, settings.matrix, outcome)
+
+
+def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:
+    plans = up.make_plans(desired, up.read_live(fleet, desired), images, settings.force)
+    print(up.plan_text(plans, images))
+    for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
+        print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")
+    print("dry run: nothing was changed")
+    return FINDINGS if any(plan.blocked for plan in plans) else OK
+
+
+def _budget_drift(fleet: Fleet, desired: up.Desired) -> dict[tuple[str, str], str]:
+    """The declared budgets that differ live, each with what changes; unchanged ones are left alone."""
+    live = [
+        DeclaredBudget(namespace, str(doc["metadata"]["name"]), doc.get("spec") or {})
+        for namespace in sorted({b.namespace for b in desired.budgets})
+        for doc in fleet.cluster.disruption_budgets(namespace)
+    ]
+    return {
+        (d.namespace, d.name): ", ".join(f"{c.name} {c.live} -> {c.desired}" for c in d.fields)
+        or "absent live"
+        for d in diff.budget_drift(desired.budgets, live)
+    }
+
+
+def _sync_budgets(fleet: Fleet, desired: up.Desired) -> None:
+    drifted = _budget_drift(fleet, desired)
+    for declared in desired.budgets:
+        if (change := drifted.get((declared.namespace, declared.name))) is not None:
+            fleet.apply_budget(declared.namespace, declared.name, declared.spec)
+            print(f"applied PDB {declared.ref}: {change} (server-side, field manager gpudrv)")
+    deadline = time.monotonic() + BUDGET_SETTLE_SECONDS
+    while not all(b.fresh for b in fleet.budgets()) and time.monotonic() < deadline:
+        time.sleep(0.5)  # the disruption controller recomputes status after a spec change
+
+
+@dataclass
+class Outcome:
+    done: list[str] = field(default_factory=list)
+    blocked: dict[str, str] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.blocked and not self.failed
+
+
+def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> Outcome:
+    outcome = Outcome()
+    while True:
+        live = up.read_live(fleet, desired)
+        settled = outcome.failed.keys() | outcome.blocked.keys() | set(outcome.done)
+        plans = [p for p in up.make_plans(desired, live, images, settings.force) if p.node not in settled]
+        if not plans and not settled:
+            print("nothing to upgrade: every declared node runs its desired driver")
+        for plan in plans:
+            if plan.blocked and plan.node not in outcome.blocked:
+                outcome.blocked[plan.node] = "; ".join(g.detail for g in plan.gates if not g.ok)
+                print(f"{plan.node}: blocked, not cordoned: {outcome.blocked[plan.node]}")
+        ready = upgrade.batch(plans, settings.max_parallel, live.pods, live.budgets)
+        if not ready:
+            return outcome
+        with ThreadPoolExecutor(max_workers=len(ready)) as pool:
+            results = list(pool.map(lambda plan: NodeRun(fleet, plan, images, settings).run(), ready))
+        for plan, (status, reason) in zip(ready, results, strict=True):
+            if status == "done":
+                outcome.done.append(plan.node)
+            elif status == "failed":
+                outcome.failed[plan.node] = reason
+            else:
+                outcome.blocked[plan.node] = reason
+
+
+def _final_audit(fleet: Fleet, matrix_path: Path, outcome: Outcome) -> int:
+    tags_now = valid_matrix(matrix_path).tags()
+    result = audit.audit([live.node for live in fleet.gpu_nodes()], tags_now)
+    print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
+    summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
+    print(summary)
+    return OK if outcome.ok and result.ok else FINDINGS
+
+
+class NodeRun:
+    """One node through the remaining states of its plan."""
+
+    def __init__(self, fleet: Fleet, plan: NodePlan, images: Images, settings: Settings) -> None:
+        self.fleet, self.plan, self.images, self.settings = fleet, plan, images, settings
+        self.name = plan.node
+        self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+        self.progress = Progress(self.name)
+        self.renewed = 0.0
+
+    def run(self) -> tuple[str, str]:
+        try:
+            self._acquire()
+        except Busy as exc:
+            self.progress.say(str(exc))
+            return "blocked", str(exc)
+        state = self.plan.steps[0]
+        try:
+            for state in self.plan.steps:
+                self._enter(state)
+                self.actions[state](self)
+            return "done", ""
+        except (StepFailed, DrainTimeout) as exc:
+            self._fail(state, str(exc))
+            return "failed", str(exc)
+        finally:
+            self._release()
+
+    # --- the steps ---------------------------------------------------------------------------------
+
+    def _start(self) -> None:
+        """Remember whether someone else had cordoned the node, before gpudrv cordons it."""
+        self.fleet.patch_node(
+            self.name, annotations={INITIAL_UNSCHEDULABLE: _flag(self.plan.cordoned_before)}
+        )
+
+    def _cordon(self) -> None:
+        self.fleet.patch_node(self.name, unschedulable=True)
+        self.progress.say("cordoned")
+
+    def _evict_gpu_pods(self) -> None:
+        self._drain({Role.GPU})
+
+    def _drain_rest(self) -> None:
+        self._drain({Role.GPU, Role.OTHER, Role.FINISHED})
+
+    def _drain(self, roles: set[Role]) -> None:
+        Drain(
+            self.fleet, self.name, roles, self.settings.drain_timeout, self.settings.force,
+            say=self.progress.say, wait=self._waiting,
+        ).run()  # fmt: skip
+
+    def _install(self) -> None:
+        if self.settings.installer == "labels":
+            self.fleet.patch_node(self.name, labels=self.plan.target.labels())
+            self.progress.say(f"driver labels set to {self.plan.target.version}")
+            return
+        self._wait_for_driver()
+
+    def _wait_for_driver(self) -> None:
+        """installer=wait: the driver DaemonSet installs; GPU Feature Discovery reports the version."""
+        deadline = time.monotonic() + self.settings.install_timeout
+        while upgrade.driver(self._live().node.labels) != self.plan.target:
+            if time.monotonic() > deadline:
+                wanted, limit = self.plan.target.version, show(self.settings.install_timeout)
+                raise StepFailed(f"driver {wanted} not reported within {limit}")
+            self._waiting(f"waiting for the node to report driver {self.plan.target.version}")
+            time.sleep(2)
+
+    def _validate(self) -> None:
+        live = self._live()
+        if upgrade.driver(live.node.labels) != self.plan.target:
+            raise StepFailed(
+                f"node reports driver {upgrade.driver(live.node.labels)}, not {self.plan.target.version}"
+            )
+        try:
+            tag = tags.tag(live.node)
+        except tags.TagError as exc:
+            raise StepFailed(exc.reason) from None
+        if tag not in self.images.merged:
+            raise StepFailed(f"{tag} is not in {self.images.path} on {self.images.ref}")
+        self.progress.say(f"validated: {tag} is in the matrix")
+
+    def _uncordon(self) -> None:
+        if self.plan.cordoned_before:
+            self.progress.say("left cordoned, as it was before the upgrade")
+            return
+        self.fleet.patch_node(self.name, unschedulable=False)
+        self.progress.say("uncordoned")
+
+    def _finish(self) -> None:
+        self.fleet.patch_node(self.name, annotations={INITIAL_UNSCHEDULABLE: None, FAILURE: None})
+        self.fleet.event(
+            self.name, "DriverUpgradeDone", f"driver {self.plan.target.version}, image {self.plan.target_tag}"
+        )
+
+    actions: ClassVar[dict[State, Callable[[NodeRun], None]]] = {
+        State.REQUIRED: _start,
+        State.CORDON: _cordon,
+        State.POD_DELETION: _evict_gpu_pods,
+        State.DRAIN: _drain_rest,
+        State.POD_RESTART: _install,
+        State.VALIDATION: _validate,
+        State.UNCORDON: _uncordon,
+        State.DONE: _finish,
+    }
+
+    # --- bookkeeping -------------------------------------------------------------------------------
+
+    def _enter(self, state: State) -> None:
+        self.fleet.patch_node(self.name, labels={tags.UPGRADE_STATE: str(state)}, annotations=self._lease())
+        self.progress.say(str(state))
+
+    def _fail(self, state: State, reason: str) -> None:
+        """upgrade-failed, the reason on the node and in an Event; a node we cordoned before touching
+        its driver is made schedulable again, since its old driver still works."""
+        restore = (
+            state in upgrade.ORDER[: upgrade.ORDER.index(State.POD_RESTART)] and not self.plan.cordoned_before
+        )
+        self.fleet.patch_node(
+            self.name,
+            labels={tags.UPGRADE_STATE: str(State.FAILED)},
+            annotations={FAILURE: f"{state}: {reason}"},
+            unschedulable=False if restore else None,
+        )
+        self.fleet.event(self.name, "DriverUpgradeFailed", f"at {state}: {reason}", warning=True)
+        self.progress.say(f"upgrade-failed at {state}: {reason}" + ("; uncordoned again" if restore else ""))
+
+    def _live(self) -> upgrade.LiveNode:
+        found = self.fleet.node(self.name)
+        if found is None:
+            raise StepFailed("the node disappeared from the cluster")
+        return found[0]
+
+    def _waiting(self, text: str) -> None:
+        """Long waits renew the lease, so no other run takes the node from under a slow drain."""
+        if time.monotonic() - self.renewed > LEASE_SECONDS / 3:
+            self.fleet.patch_node(self.name, annotations=self._lease())
+        self.progress.wait(text)
+
+    def _lease(self) -> dict[str, str | None]:
+        self.renewed = time.monotonic()
+        return {OWNER: json.dumps({"holder": self.owner, "expires": time.time() + LEASE_SECONDS})}
+
+    def _acquire(self) -> None:
+        """Take the node with a compare-and-swap on its resourceVersion: two runs never drive one node."""
+        found = self.fleet.node(self.name)
+        if found is None:
+            raise Busy(f"{self.name}: not found in the cluster")
+        live, version = found
+        holder = _holder(live.annotations.get(OWNER))
+        if holder and holder[0] != self.owner and _alive(holder):
+            raise Busy(f"{self.name}: being upgraded by another gpudrv run ({holder[0]}), skipped")
+        try:
+            self.fleet.patch_node(self.name, annotations=self._lease(), resource_version=version)
+        except Conflict:
+            raise Busy(f"{self.name}: changed while gpudrv took it (another run?), skipped") from None
+
+    def _release(self) -> None:
+        self.fleet.patch_node(self.name, annotations={OWNER: None})
+
+
+def _flag(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _holder(annotation: str | None) -> tuple[str, float] | None:
+    try:
+        data = json.loads(annotation or "")
+        return str(data["holder"]), float(data["expires"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def _alive(holder: tuple[str, float]) -> bool:
+    """A holder is alive until its lease expires; on this host a dead process frees it at once."""
+    name, expires = holder
+    host, _, rest = name.partition("/")
+    if host == socket.gethostname():
+        pid = rest.partition("/")[0]
+        try:
+            os.kill(int(pid), 0)
+        except (ValueError, ProcessLookupError):
+            return False
+        except PermissionError:
+            return True
+    return expires > time.time()
+
+
+class Progress:
+    """One line per transition; on a terminal, waits update a single line in place."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.tty = sys.stdout.isatty()
+        self.waiting = False
+
+    def say(self, text: str) -> None:
+        if self.waiting:
+            print(file=sys.stdout)
+            self.waiting = False
+        print(f"{self.node}: {text}", flush=True)
+
+    def wait(self, text: str) -> None:
+        if self.tty:
+            print(f"\r\033[K{self.node}: {text}", end="", flush=True)
+            self.waiting = True
+        else:
+            print(f"{self.node}: {text}", flush=True)

@@ -1,0 +1,34 @@
+"""`gpudrv drain NODE`: cordon and evict like `kubectl drain`, naming the budget that holds it up."""
+
+from __future__ import annotations
+
+from reconciler.adapters import cluster
+from reconciler.adapters.drainer import Drain, DrainTimeout
+from reconciler.adapters.fleet import Fleet
+from reconciler.commands import FINDINGS, OK
+from reconciler.core import budget
+from reconciler.core.budget import Role
+from reconciler.errors import GpudrvError
+
+ROLES = (Role.GPU, Role.OTHER, Role.FINISHED)
+
+
+def run(node: str, timeout: float, force: bool, preflight: bool, options: cluster.Options) -> int:
+    fleet = Fleet(cluster.connect(options))
+    if fleet.node(node) is None:
+        raise GpudrvError(f"node {node} not found in the cluster at {fleet.host}")
+    found = budget.blockers(fleet.pods_on(node), fleet.budgets(), force)
+    unmanaged = [b.message for b in found if b.kind == "unmanaged"]
+    refusals = [b.message for b in found if b.kind != "unmanaged"] if preflight else []
+    if unmanaged or refusals:
+        print(f"node/{node} not cordoned: " + "; ".join(unmanaged + refusals))
+        return FINDINGS
+    fleet.patch_node(node, unschedulable=True)
+    print(f"node/{node} cordoned")
+    try:
+        Drain(fleet, node, ROLES, timeout, force).run()
+    except DrainTimeout as exc:
+        print(f"{exc}\nnode/{node} stays cordoned: `kubectl uncordon {node}` to undo")
+        return FINDINGS
+    print(f"node/{node} drained")
+    return OK

@@ -1,0 +1,28 @@
+"""`gpudrv plan --from DIR`: per node to upgrade, the target, the steps, and every gate's state."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reconciler.adapters import cluster
+from reconciler.commands import FINDINGS, OK
+from reconciler.commands import upgrades as up
+
+
+def run(
+    from_dir: Path,
+    matrix_path: Path,
+    *,
+    merged_ref: str | None,
+    force: bool,
+    options: cluster.Options,
+    output: str,
+) -> int:
+    desired = up.load_desired(from_dir)
+    images = up.load_images(matrix_path, merged_ref)
+    live = up.read_live(up.connect(options), desired)
+    plans = up.make_plans(desired, live, images, force)
+    images = up.with_since(images, plans, matrix_path)
+    plans = up.make_plans(desired, live, images, force)
+    print(up.plan_json(plans, images) if output == "json" else up.plan_text(plans, images))
+    return FINDINGS if any(plan.blocked for plan in plans) else OK

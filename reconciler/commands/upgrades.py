@@ -1,0 +1,150 @@
+"""What `plan`, `apply` and `status` share: the desired state from git, the image gate, the plans."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import cluster, git, manifests, schemas
+from reconciler.adapters.fleet import Fleet
+from reconciler.commands.sources import valid_matrix
+from reconciler.core import budget, matrix, upgrade
+from reconciler.core.diff import Budget as DeclaredBudget
+from reconciler.core.tags import Node
+from reconciler.core.upgrade import Images, LiveNode, NodePlan
+from reconciler.errors import GpudrvError
+
+
+@dataclass(frozen=True)
+class Desired:
+    nodes: list[Node]
+    budgets: list[DeclaredBudget]
+
+
+def load_desired(from_dir: Path) -> Desired:
+    return Desired(manifests.load_nodes(from_dir), manifests.load_budget_specs(from_dir))
+
+
+def load_images(matrix_path: Path, merged_ref: str | None) -> Images:
+    """The matrix as it is on the merged ref (read with git), next to the working tree's."""
+    working = valid_matrix(matrix_path).tags()
+    repo, repo_path = git.locate(matrix_path)
+    ref = merged_ref or git.default_merged_ref(repo)
+    text = git.read_at(repo, ref, repo_path)
+    merged = frozenset() if text is None else _tags_at(text, ref, repo_path)
+    return Images(ref=ref, path=repo_path, merged=merged, working=working, since={})
+
+
+def _tags_at(text: str, ref: str, path: str) -> frozenset[str]:
+    parsed = matrix.parse(text, schemas.load("matrix-row"))
+    if parsed.problems:
+        first = parsed.problems[0]
+        raise GpudrvError(f"{path}:{first.line} on {ref}: {first.message}")
+    return parsed.tags()
+
+
+def with_since(images: Images, plans: Sequence[NodePlan], matrix_path: Path) -> Images:
+    """Add, for the few target tags that passed the gate, the commit that brought them to the ref."""
+    repo, _ = git.locate(matrix_path)
+    since: dict[str, str] = {}
+    for plan in plans:
+        if plan.target_tag and plan.target_tag in images.merged and plan.target_tag not in since:
+            added = git.row_added_at(repo, images.ref, images.path, matrix.key_from_tag(plan.target_tag))
+            if added is not None:
+                since[plan.target_tag] = added.commit
+    return Images(images.ref, images.path, images.merged, since, images.working)
+
+
+@dataclass
+class Live:
+    """One consistent read of what the plans need from the cluster."""
+
+    nodes: dict[str, LiveNode]
+    pods: dict[str, list[budget.Pod]]
+    budgets: list[budget.Budget]
+
+
+def read_live(fleet: Fleet, desired: Desired) -> Live:
+    nodes = {node.name: node for node in fleet.gpu_nodes()}
+    for declared in desired.nodes:
+        if (
+            declared.name not in nodes
+            and upgrade.driver(declared.labels)
+            and (found := fleet.node(declared.name))
+        ):
+            nodes[declared.name] = found[0]
+    pods = {d.name: fleet.pods_on(d.name) for d in desired.nodes if _may_upgrade(d, nodes.get(d.name))}
+    return Live(nodes, pods, fleet.budgets())
+
+
+def _may_upgrade(declared: Node, live: LiveNode | None) -> bool:
+    return live is not None and upgrade.needs_upgrade(declared, live) is not None
+
+
+def make_plans(desired: Desired, live: Live, images: Images, force: bool) -> list[NodePlan]:
+    plans = [
+        upgrade.plan_node(
+            d, live.nodes.get(d.name), images, live.pods.get(d.name, ()), live.budgets, force=force
+        )
+        for d in sorted(desired.nodes, key=lambda node: node.name)
+    ]
+    return [plan for plan in plans if plan is not None]
+
+
+def connect(options: cluster.Options) -> Fleet:
+    return Fleet(cluster.connect(options))
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+
+def plan_text(plans: Sequence[NodePlan], images: Images) -> str:
+    if not plans:
+        source = f"images from {images.path} on {images.ref}"
+        return f"nothing to upgrade: every declared node runs its desired driver ({source})"
+    lines: list[str] = []
+    for plan in plans:
+        lines.extend(_node_lines(plan))
+    blocked = sum(plan.blocked for plan in plans)
+    lines.append(
+        f"{len(plans) - blocked} of {len(plans)} node(s) can proceed"
+        + (f", {blocked} blocked" if blocked else "")
+    )
+    return "\n".join(lines)
+
+
+def _node_lines(plan: NodePlan) -> list[str]:
+    live = plan.live_driver.version if plan.live_driver else "unknown"
+    head = f"{plan.node}: driver {live} -> {plan.target.version}"
+    head += f", image {plan.target_tag}" if plan.target_tag else ""
+    head += f" (now at {plan.state})" if plan.state else ""
+    lines = [head + (" BLOCKED" if plan.blocked else ""), "  steps: " + " -> ".join(plan.steps)]
+    lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in plan.gates)
+    return lines
+
+
+def plan_json(plans: Sequence[NodePlan], images: Images) -> str:
+    data = {
+        "ref": images.ref,
+        "matrix": images.path,
+        "blocked": any(plan.blocked for plan in plans),
+        "nodes": [_plan_dict(plan) for plan in plans],
+    }
+    return json.dumps(data, indent=2)
+
+
+def _plan_dict(plan: NodePlan) -> dict[str, Any]:
+    return {
+        "node": plan.node,
+        "live_driver": plan.live_driver.version if plan.live_driver else None,
+        "target_driver": plan.target.version,
+        "target_tag": plan.target_tag,
+        "state": plan.state,
+        "steps": list(plan.steps),
+        "cordoned_before": plan.cordoned_before,
+        "blocked": plan.blocked,
+        "gates": [{"name": g.name, "ok": g.ok, "detail": g.detail} for g in plan.gates],
+    }

@@ -1,0 +1,180 @@
+"""PodDisruptionBudgets and the pods a drain would evict: will the eviction API say yes right now?
+
+Mirrors `kubectl drain --ignore-daemonsets --delete-emptydir-data`: DaemonSet and mirror pods stay,
+finished pods go without a budget check, pods with no controller need --force.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+GPU_RESOURCE = "nvidia.com/gpu"
+FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+@dataclass(frozen=True)
+class Requirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        present = self.key in labels
+        if self.operator == "In":
+            return present and labels[self.key] in self.values
+        if self.operator == "NotIn":
+            return not present or labels[self.key] not in self.values
+        if self.operator == "Exists":
+            return present
+        if self.operator == "DoesNotExist":
+            return not present
+        return False  # an unknown operator selects nothing, as the API server refuses it anyway
+
+
+@dataclass(frozen=True)
+class Selector:
+    """A metav1.LabelSelector: every matchLabels pair and every expression must hold."""
+
+    match_labels: Mapping[str, str] = field(default_factory=dict)
+    expressions: tuple[Requirement, ...] = ()
+
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        pairs = all(labels.get(key) == value for key, value in self.match_labels.items())
+        return pairs and all(requirement.matches(labels) for requirement in self.expressions)
+
+
+def selector(spec: Mapping[str, Any] | None) -> Selector | None:
+    """None for a null selector (a policy/v1 PDB then selects no pod); {} selects every pod."""
+    if spec is None:
+        return None
+    expressions = tuple(
+        Requirement(str(item["key"]), str(item["operator"]), tuple(str(v) for v in item.get("values") or ()))
+        for item in spec.get("matchExpressions") or ()
+    )
+    return Selector(dict(spec.get("matchLabels") or {}), expressions)
+
+
+@dataclass(frozen=True)
+class Budget:
+    namespace: str
+    name: str
+    selector: Selector | None
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    current_healthy: int = 0
+    desired_healthy: int = 0
+    disruptions_allowed: int = 0
+    expected_pods: int = 0
+    fresh: bool = True  # status.observedGeneration caught up with the spec
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def covers(self, pod: Pod) -> bool:
+        return (
+            self.selector is not None
+            and pod.namespace == self.namespace
+            and self.selector.matches(pod.labels)
+        )
+
+    def rule(self) -> str:
+        if self.min_available is not None:
+            return f"minAvailable {self.min_available}"
+        if self.max_unavailable is not None:
+            return f"maxUnavailable {self.max_unavailable}"
+        return "no limit"
+
+    def numbers(self) -> str:
+        return (
+            f"{self.rule()}, currentHealthy {self.current_healthy}, desiredHealthy {self.desired_healthy}, "
+            f"disruptionsAllowed {self.disruptions_allowed}"
+        )
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    owner_kind: str | None = None
+    mirror: bool = False
+    phase: str = "Running"
+    gpu: bool = False  # requests nvidia.com/gpu
+    terminating: bool = False
+
+    @property
+    def ref(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+class Role(StrEnum):
+    GPU = "gpu"  # evicted at pod-deletion-required
+    OTHER = "other"  # evicted at drain-required
+    FINISHED = "finished"  # evicted without a budget check
+    UNMANAGED = "unmanaged"  # no controller: only with --force, by DELETE
+    STAYS = "stays"  # DaemonSet and mirror pods
+
+
+def role(pod: Pod) -> Role:
+    if pod.mirror or pod.owner_kind == "DaemonSet":
+        return Role.STAYS
+    if pod.phase in FINISHED:
+        return Role.FINISHED
+    if pod.owner_kind is None:
+        return Role.UNMANAGED
+    return Role.GPU if pod.gpu else Role.OTHER
+
+
+@dataclass(frozen=True)
+class Blocker:
+    """Why draining a node would be refused right now."""
+
+    kind: str  # budget, multiple-budgets, unmanaged, stale-budget
+    message: str
+
+
+def blockers(pods: Iterable[Pod], budgets: Sequence[Budget], force: bool = False) -> list[Blocker]:
+    """What would refuse this node's drain now: budgets with no room, pods no eviction can move."""
+    found: dict[str, Blocker] = {}
+    for pod in pods:
+        kind = role(pod)
+        if kind is Role.UNMANAGED and not force:
+            found[f"u:{pod.ref}"] = Blocker(
+                "unmanaged", f"pod {pod.ref} has no controller (use --force to delete it)"
+            )
+        if kind not in (Role.GPU, Role.OTHER) or pod.terminating:
+            continue
+        for blocker in _budget_blockers(pod, [b for b in budgets if b.covers(pod)]):
+            found.setdefault(blocker.message, blocker)
+    return list(found.values())
+
+
+def _budget_blockers(pod: Pod, covering: list[Budget]) -> list[Blocker]:
+    if len(covering) > 1:
+        names = ", ".join(b.ref for b in covering)
+        return [
+            Blocker(
+                "multiple-budgets",
+                f"pod {pod.ref} is selected by several PDBs ({names}); eviction refuses it",
+            )
+        ]
+    if covering and covering[0].disruptions_allowed < 1:
+        budget = covering[0]
+        stale = "" if budget.fresh else " (its status is not yet recomputed)"
+        return [Blocker("budget", f"PDB {budget.ref} allows 0 disruptions{stale} ({budget.numbers()})")]
+    return []
+
+
+def evictions_per_budget(pods: Iterable[Pod], budgets: Sequence[Budget]) -> dict[str, int]:
+    """How many disruptions each budget must allow for these pods to be evicted."""
+    needed: dict[str, int] = {}
+    for pod in pods:
+        if role(pod) in (Role.GPU, Role.OTHER) and not pod.terminating:
+            for budget in budgets:
+                if budget.covers(pod):
+                    needed[budget.ref] = needed.get(budget.ref, 0) + 1
+    return needed

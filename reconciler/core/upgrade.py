@@ -1,0 +1,247 @@
+"""Driver upgrades as data: which nodes need one, the gates in their way, and the steps left.
+
+States are the GPU Operator's (k8s-operator-libs): the label names the step that is due next, so a
+stalled upgrade says where it stalled, and a run that was killed resumes from the label.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+
+from reconciler.core import budget, tags
+from reconciler.core.tags import Node, TagError
+
+
+class State(StrEnum):
+    REQUIRED = "upgrade-required"
+    CORDON = "cordon-required"
+    POD_DELETION = "pod-deletion-required"
+    DRAIN = "drain-required"
+    POD_RESTART = "pod-restart-required"
+    VALIDATION = "validation-required"
+    UNCORDON = "uncordon-required"
+    DONE = "upgrade-done"
+    FAILED = "upgrade-failed"
+
+
+ORDER = (
+    State.REQUIRED,
+    State.CORDON,
+    State.POD_DELETION,
+    State.DRAIN,
+    State.POD_RESTART,
+    State.VALIDATION,
+    State.UNCORDON,
+    State.DONE,
+)
+# Until the cordon step has run, gpudrv has changed nothing that a drain refusal would strand.
+BEFORE_CORDON = frozenset({State.REQUIRED, State.CORDON})
+DRIVER_KEYS = (tags.DRIVER_MAJOR, tags.DRIVER_MINOR, tags.DRIVER_REV)
+
+
+@dataclass(frozen=True, order=True)
+class Driver:
+    major: str
+    minor: str
+    rev: str
+
+    @property
+    def version(self) -> str:
+        return f"{self.major}.{self.minor}.{self.rev}"
+
+    def labels(self) -> dict[str, str]:
+        return dict(zip(DRIVER_KEYS, (self.major, self.minor, self.rev), strict=True))
+
+
+def driver(labels: Mapping[str, str]) -> Driver | None:
+    """The driver the labels declare; None unless all three labels are set."""
+    parts = [labels.get(key) for key in DRIVER_KEYS]
+    if any(not part for part in parts):
+        return None
+    return Driver(*(str(part) for part in parts))
+
+
+def state_of(labels: Mapping[str, str]) -> State | None:
+    value = labels.get(tags.UPGRADE_STATE)
+    return State(value) if value in set(State) else None
+
+
+def remaining(state: State | None) -> tuple[State, ...]:
+    """The steps still to run: from the recorded state on; a fresh or failed node starts over."""
+    if state in ORDER and state is not State.DONE:
+        return ORDER[ORDER.index(state) :]
+    return ORDER
+
+
+@dataclass(frozen=True)
+class LiveNode:
+    node: Node
+    unschedulable: bool = False
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+
+@dataclass(frozen=True)
+class Gate:
+    name: str  # node, image, budget, pods, cordon
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Images:
+    """The image gate's evidence: the matrix at the merged ref, and in the working tree."""
+
+    ref: str
+    path: str
+    merged: frozenset[str]
+    since: Mapping[str, str] = field(default_factory=dict)  # tag -> commit that added it on `ref`
+    working: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    node: str
+    target: Driver
+    live_driver: Driver | None = None
+    target_tag: str | None = None
+    state: State | None = None
+    steps: tuple[State, ...] = ORDER
+    gates: tuple[Gate, ...] = ()
+    cordoned_before: bool = False
+
+    @property
+    def blocked(self) -> bool:
+        return any(not gate.ok for gate in self.gates)
+
+    @property
+    def in_progress(self) -> bool:
+        return self.state in ORDER and self.state is not State.DONE
+
+
+def needs_upgrade(desired: Node, live: LiveNode) -> Driver | None:
+    """The desired driver when the live node runs another, or is mid-upgrade."""
+    target = driver(desired.labels)
+    if target is None:
+        return None
+    state = state_of(live.node.labels)
+    if driver(live.node.labels) != target or (state in ORDER and state is not State.DONE):
+        return target
+    return None
+
+
+def target_tag(live: LiveNode, target: Driver) -> str:
+    """The tag the node will need: its live kernel and OS, with the desired driver branch."""
+    return tags.tag(replace(live.node, labels={**live.node.labels, **target.labels()}))
+
+
+def plan_node(
+    desired: Node,
+    live: LiveNode | None,
+    images: Images,
+    pods: Sequence[budget.Pod] = (),
+    budgets: Sequence[budget.Budget] = (),
+    *,
+    force: bool = False,
+) -> NodePlan | None:
+    """The plan for one declared node, or None when it already runs its desired driver."""
+    target = driver(desired.labels)
+    if target is None:
+        return None
+    if live is None:
+        return NodePlan(desired.name, target, gates=(Gate("node", False, "not found in the cluster"),))
+    if needs_upgrade(desired, live) is None:
+        return None
+    state = state_of(live.node.labels)
+    plan = NodePlan(
+        desired.name,
+        target,
+        driver(live.node.labels),
+        state=state,
+        steps=remaining(state),
+        cordoned_before=cordoned_before(live),
+    )
+    try:
+        plan = replace(plan, target_tag=target_tag(live, target))
+    except TagError as exc:
+        return replace(plan, gates=(Gate("image", False, f"no target tag: {exc.reason}"),))
+    gates = [image_gate(plan.target_tag or "", images)]
+    if plan.steps[0] in BEFORE_CORDON:
+        gates.extend(drain_gates(pods, budgets, force))
+    gates.append(cordon_gate(plan))
+    return replace(plan, gates=tuple(gates))
+
+
+INITIAL_UNSCHEDULABLE = "gpudrv.dev/initial-unschedulable"
+
+
+def cordoned_before(live: LiveNode) -> bool:
+    """Was the node cordoned before gpudrv began? Remembered in an annotation once the upgrade starts."""
+    recorded = live.annotations.get(INITIAL_UNSCHEDULABLE)
+    if recorded is not None:
+        return recorded == "true"
+    return live.unschedulable
+
+
+def image_gate(tag: str, images: Images) -> Gate:
+    where = f"{images.path} on {images.ref}"
+    if tag in images.merged:
+        since = images.since.get(tag)
+        return Gate("image", True, f"{tag} is in {where}" + (f" since {since[:12]}" if since else ""))
+    hint = " (only in the working tree: merge it first)" if tag in images.working else ""
+    return Gate("image", False, f"{tag} is not in {where}{hint}")
+
+
+def drain_gates(pods: Sequence[budget.Pod], budgets: Sequence[budget.Budget], force: bool) -> list[Gate]:
+    found = budget.blockers(pods, budgets, force)
+    budget_blocks = [b.message for b in found if b.kind != "unmanaged"]
+    pod_blocks = [b.message for b in found if b.kind == "unmanaged"]
+    gates = [Gate("budget", not budget_blocks, "; ".join(budget_blocks) or budget_summary(pods, budgets))]
+    if pod_blocks:
+        gates.append(Gate("pods", False, "; ".join(pod_blocks)))
+    return gates
+
+
+def budget_summary(pods: Sequence[budget.Pod], budgets: Sequence[budget.Budget]) -> str:
+    needed = budget.evictions_per_budget(pods, budgets)
+    if not needed:
+        return "no pod on the node is covered by a PDB"
+    by_ref = {b.ref: b for b in budgets}
+    return "; ".join(
+        f"PDB {ref}: {count} pod(s) to evict, {by_ref[ref].numbers()}"
+        for ref, count in sorted(needed.items())
+    )
+
+
+def cordon_gate(plan: NodePlan) -> Gate:
+    if plan.cordoned_before:
+        return Gate("cordon", True, "cordoned before the upgrade: it stays cordoned afterwards")
+    return Gate("cordon", True, "schedulable: cordoned for the upgrade, uncordoned after it")
+
+
+def batch(
+    plans: Iterable[NodePlan],
+    max_parallel: int,
+    pods_by_node: Mapping[str, Sequence[budget.Pod]],
+    budgets: Sequence[budget.Budget],
+) -> list[NodePlan]:
+    """The next nodes to drive together: resumed ones first, never more than the budgets allow at once."""
+    ready = sorted((p for p in plans if not p.blocked), key=lambda p: (not p.in_progress, p.node))
+    chosen: list[NodePlan] = []
+    spent: dict[str, int] = {}
+    allowed = {b.ref: b.disruptions_allowed for b in budgets}
+    for plan in ready:
+        if len(chosen) == max_parallel:
+            break
+        needed = budget.evictions_per_budget(pods_by_node.get(plan.node, ()), budgets)
+        if chosen and any(spent.get(ref, 0) + count > allowed.get(ref, 0) for ref, count in needed.items()):
+            continue  # would need more room than the budget has: it waits for a later batch
+        chosen.append(plan)
+        for ref, count in needed.items():
+            spent[ref] = spent.get(ref, 0) + count
+    return chosen

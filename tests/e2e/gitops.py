@@ -1,0 +1,115 @@
+"""A GitOps copy of the lab for upgrade tests: a temporary git repo on `main`, applied to the cluster."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.e2e.conftest import Kube
+
+NS = "gpu-drv"
+LAB_NODES = ["lab-node-0", "lab-node-1", "lab-node-2", "lab-node-3"]
+STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
+
+
+@dataclass
+class GitLab:
+    root: Path
+    kube: Kube
+
+    @classmethod
+    def create(cls, kube: Kube, folder: Path) -> GitLab:
+        shutil.copytree(REPO / "matrix", folder / "matrix")
+        shutil.copytree(REPO / "clusters", folder / "clusters")
+        node_2 = (folder / "clusters/lab/nodes/lab-node-2.yaml").read_text()
+        node_3 = node_2.replace("lab-node-2", "lab-node-3").replace("6.8.0-45-generic", "6.8.0-52-generic")
+        (folder / "clusters/lab/nodes/lab-node-3.yaml").write_text(node_3)
+        with (folder / "matrix/support-matrix.csv").open("a") as handle:
+            handle.write("550,6.8.0-52-generic,ubuntu24.04\n")
+        lab = cls(folder, kube)
+        lab.git("init", "-q", "-b", "main")
+        lab.commit("the lab fleet")
+        return lab
+
+    def git(self, *args: str) -> str:
+        identity = ["-c", "user.name=Platform Team", "-c", "user.email=platform@example.com"]
+        result = subprocess.run(
+            ["git", *identity, *args], cwd=self.root, capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout
+
+    def commit(self, message: str) -> None:
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", message)
+
+    def gpudrv(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return self.kube.gpudrv(*args, cwd=self.root)
+
+    def set_driver(self, node: str, major: str, minor: str, rev: str) -> None:
+        path = self.root / f"clusters/lab/nodes/{node}.yaml"
+        text = path.read_text()
+        for key, value in (("major", major), ("minor", minor), ("rev", rev)):
+            text = re.sub(rf'(nvidia.com/cuda.driver.{key}: )"[^"]*"', rf'\g<1>"{value}"', text)
+        path.write_text(text)
+
+    def set_min_available(self, value: int) -> None:
+        path = self.root / "clusters/lab/workloads/trainer.yaml"
+        path.write_text(re.sub(r"minAvailable: \d+", f"minAvailable: {value}", path.read_text()))
+
+    # --- the cluster side ----------------------------------------------------------------------------
+
+    def deploy(self) -> None:
+        """Nodes, namespace, the trainer spread one per node, and its budget."""
+        workloads = self.root / "clusters/lab/workloads"
+        self.kube.run(
+            "apply", "-f", str(workloads / "namespace.yaml"), "-f", str(self.root / "clusters/lab/nodes")
+        )
+        for name in LAB_NODES:
+            self.kube.run("wait", "--for=condition=Ready", f"node/{name}", "--timeout=60s")
+        self.kube.run("apply", "-f", str(workloads / "trainer.yaml"))
+        self.kube.wait_for("4 trainers Running", lambda: len(self.running("app=trainer")) == 4)
+        # Nodes of other tests would also take trainers; the upgrade scenario needs one per lab node.
+        assert sorted(self.running("app=trainer").values()) == LAB_NODES
+        self.kube.wait_for(
+            "trainer-pdb status", lambda: self.pdb_status("trainer-pdb").get("currentHealthy") == 4
+        )
+
+    def _namespace_exists(self) -> bool:
+        return self.kube.run("get", "namespace", NS, "--ignore-not-found", "-o", "name").stdout.strip() != ""
+
+    def running(self, selector: str) -> dict[str, str]:
+        pods = self.kube.get("pods", "-n", NS, "-l", selector)["items"]
+        return {
+            p["metadata"]["name"]: p["spec"].get("nodeName", "")
+            for p in pods
+            if p["status"].get("phase") == "Running" and not p["metadata"].get("deletionTimestamp")
+        }
+
+    def pdb_status(self, name: str) -> dict[str, int]:
+        status: dict[str, int] = self.kube.get("pdb", name, "-n", NS).get("status", {})
+        return status
+
+    def node(self, name: str) -> dict[str, object]:
+        node: dict[str, object] = self.kube.get("node", name)
+        return node
+
+    def labels(self, name: str) -> dict[str, str]:
+        metadata = self.node(name)["metadata"]
+        assert isinstance(metadata, dict)
+        return dict(metadata.get("labels") or {})
+
+    def cordoned(self, name: str) -> bool:
+        spec = self.node(name)["spec"]
+        assert isinstance(spec, dict)
+        return bool(spec.get("unschedulable"))
+
+    def teardown(self) -> None:
+        self.kube.run(
+            "delete", "namespace", NS, "--ignore-not-found", "--wait=true", "--timeout=90s", check=False
+        )
+        self.kube.run("delete", "node", *LAB_NODES, "--ignore-not-found", check=False)

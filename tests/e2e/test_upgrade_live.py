@@ -1,0 +1,324 @@
+"""Safe driver upgrades on the real control plane, the GitOps way (LAB.md steps 6-8)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import gpudrv_command
+from tests.e2e.conftest import Kube
+from tests.e2e.gitops import NS, STATE_LABEL, GitLab
+
+TARGET_TAG = "550-5.15.0-107-generic-ubuntu22.04"
+STATES = [
+    "upgrade-required",
+    "cordon-required",
+    "pod-deletion-required",
+    "drain-required",
+    "pod-restart-required",
+    "validation-required",
+    "uncordon-required",
+    "upgrade-done",
+]
+
+
+@pytest.fixture
+def gitlab(kube: Kube, tmp_path: Path) -> Iterator[GitLab]:
+    lab = GitLab.create(kube, tmp_path / "fleet")
+    try:
+        lab.deploy()
+        yield lab
+    finally:
+        lab.teardown()
+
+
+def merged_upgrade(lab: GitLab, min_available: int = 4) -> None:
+    """lab-node-1 to 550.90.07 with its image row, merged into main; the budget as given."""
+    lab.git("checkout", "-q", "-b", "upgrade-lab-node-1")
+    lab.set_driver("lab-node-1", "550", "90", "07")
+    lab.commit("lab-node-1: driver 550.90.07")
+    assert lab.gpudrv("matrix", "add", "--tag", TARGET_TAG).returncode == 0
+    lab.commit("matrix: add 550 for 5.15.0-107 (#7)")
+    lab.git("checkout", "-q", "main")
+    lab.git(
+        "merge",
+        "-q",
+        "--no-ff",
+        "upgrade-lab-node-1",
+        "-m",
+        "Merge pull request #7 from team/upgrade-lab-node-1",
+    )
+    lab.set_min_available(min_available)
+    if lab.git("status", "--porcelain"):
+        lab.commit(f"trainer-pdb: minAvailable {min_available}")
+
+
+def test_upgrade_the_gitops_way(gitlab: GitLab) -> None:
+    lab = gitlab
+    before = lab.labels("lab-node-1")
+
+    # The desired driver changes on a branch: the image is not in the matrix anywhere yet.
+    lab.git("checkout", "-q", "-b", "upgrade-lab-node-1")
+    lab.set_driver("lab-node-1", "550", "90", "07")
+    lab.commit("lab-node-1: driver 550.90.07")
+    plan = lab.gpudrv("plan", "--from", "clusters/lab")
+    assert plan.returncode == 1, plan.stderr
+    assert f"[blocked] image: {TARGET_TAG} is not in matrix/support-matrix.csv on main" in plan.stdout
+    data = json.loads(lab.gpudrv("plan", "--from", "clusters/lab", "-o", "json").stdout)
+    assert [(n["node"], n["target_tag"], n["blocked"]) for n in data["nodes"]] == [
+        ("lab-node-1", TARGET_TAG, True)
+    ]
+
+    # The row is added on the branch only: apply refuses and touches nothing.
+    assert lab.gpudrv("matrix", "add", "--tag", TARGET_TAG).returncode == 0
+    lab.commit("matrix: add 550 for 5.15.0-107 (#7)")
+    refused = lab.gpudrv("apply", "--from", "clusters/lab")
+    assert refused.returncode == 1
+    assert "only in the working tree: merge it first" in refused.stdout
+    assert lab.labels("lab-node-1") == before
+    assert not lab.cordoned("lab-node-1")
+
+    # Merged: the image gate passes, but the budget has no room, so the node is NOT cordoned.
+    lab.git("checkout", "-q", "main")
+    lab.git(
+        "merge",
+        "-q",
+        "--no-ff",
+        "upgrade-lab-node-1",
+        "-m",
+        "Merge pull request #7 from team/upgrade-lab-node-1",
+    )
+    blocked = lab.gpudrv("apply", "--from", "clusters/lab")
+    assert blocked.returncode == 1, refused.stdout + blocked.stdout
+    assert "lab-node-1: blocked, not cordoned: PDB gpu-drv/trainer-pdb allows 0 disruptions" in blocked.stdout
+    assert not lab.cordoned("lab-node-1")
+    assert STATE_LABEL not in lab.labels("lab-node-1")
+    status = lab.gpudrv("status", "--from", "clusters/lab")
+    assert "PDB gpu-drv/trainer-pdb allows 0 disruptions" in status.stdout
+
+    # Room in the budget, committed: apply syncs the PDB, drains, relabels, uncordons.
+    lab.set_min_available(3)
+    lab.commit("trainer-pdb: minAvailable 3 for the upgrade")
+    done = lab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "applied PDB gpu-drv/trainer-pdb: minAvailable 4 -> 3" in done.stdout
+    assert [
+        line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.split(": ", 1)[-1] in STATES
+    ] == STATES
+    labels = lab.labels("lab-node-1")
+    assert labels[STATE_LABEL] == "upgrade-done"
+    assert (labels["nvidia.com/cuda.driver.major"], labels["nvidia.com/cuda.driver.minor"]) == ("550", "90")
+    assert labels["nvidia.com/cuda.driver.rev"] == "07"
+    assert not lab.cordoned("lab-node-1")
+    assert (
+        lab.pdb_status("trainer-pdb")
+        and lab.kube.get("pdb", "trainer-pdb", "-n", NS)["spec"]["minAvailable"] == 3
+    )
+
+    assert (lab.gpudrv("audit").returncode, lab.gpudrv("audit").stdout) == (0, "OK\n")
+    report = lab.gpudrv("report").stdout.splitlines()
+    assert report[:3] == ["NODES=4", "SKEW=0", "MATRIX_ROWS=5"]
+    assert f"LAB_NODE_1_TAG={TARGET_TAG}" in report
+    assert "LAB_NODE_1_UPGRADE_STATE=upgrade-done" in report
+
+    again = lab.gpudrv("apply", "--from", "clusters/lab")
+    assert again.returncode == 0
+    assert "nothing to upgrade" in again.stdout
+    assert "applied PDB" not in again.stdout
+
+
+def test_dry_run_changes_nothing(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    before = gitlab.node("lab-node-1")
+    dry = gitlab.gpudrv("apply", "--from", "clusters/lab", "--dry-run")
+    assert dry.returncode == 1, dry.stdout  # blocked by the budget as it is live now
+    assert "dry run: nothing was changed" in dry.stdout
+    assert "would apply PDB gpu-drv/trainer-pdb: minAvailable 4 -> 3" in dry.stdout
+    assert gitlab.node("lab-node-1")["metadata"] == before["metadata"]  # type: ignore[index]
+    assert gitlab.kube.get("pdb", "trainer-pdb", "-n", NS)["spec"]["minAvailable"] == 4
+
+
+def test_a_node_cordoned_by_hand_stays_cordoned(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    gitlab.kube.run("cordon", "lab-node-1")
+    plan = gitlab.gpudrv("plan", "--from", "clusters/lab")
+    assert "cordoned before the upgrade: it stays cordoned afterwards" in plan.stdout
+    done = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert done.returncode == 0, done.stdout
+    assert "left cordoned, as it was before the upgrade" in done.stdout
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert gitlab.cordoned("lab-node-1")
+
+
+BARE_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "hand-made", "namespace": NS},
+    "spec": {"nodeName": "lab-node-1", "containers": [{"name": "c", "image": "busybox"}]},
+}
+
+
+def test_a_pod_without_controller_blocks_without_force(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    gitlab.kube.apply(json.dumps(BARE_POD))
+    gitlab.kube.wait_for("the bare pod Running", lambda: "hand-made" in gitlab.running(""))
+    blocked = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert blocked.returncode == 1
+    assert f"pod {NS}/hand-made has no controller (use --force to delete it)" in blocked.stdout
+    assert not gitlab.cordoned("lab-node-1")
+
+    forced = gitlab.gpudrv("apply", "--from", "clusters/lab", "--force")
+    assert forced.returncode == 0, forced.stdout
+    assert f"pod {NS}/hand-made deleted (no controller, --force)" in forced.stdout
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+
+
+# A drain that cannot finish on its own: two pods pinned to lab-node-1 under a budget that allows one
+# eviction, whose replacement can never become healthy while the node is cordoned.
+PINNED = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: pinned, namespace: gpu-drv}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: pinned}}
+  template:
+    metadata: {labels: {app: pinned}}
+    spec:
+      nodeSelector: {kubernetes.io/hostname: lab-node-1}
+      containers: [{name: c, image: busybox}]
+"""
+PINNED_PDB = """
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata: {name: pinned-pdb, namespace: gpu-drv}
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: pinned}}
+"""
+
+
+def stuck_in_drain(lab: GitLab) -> subprocess.Popen[str]:
+    """An apply that reached drain-required and waits there on pinned-pdb."""
+    merged_upgrade(lab, min_available=3)
+    (lab.root / "clusters/lab/workloads/pinned.yaml").write_text(PINNED + "---" + PINNED_PDB)
+    lab.commit("pinned workload and its budget")
+    lab.kube.run("apply", "-f", str(lab.root / "clusters/lab/workloads/pinned.yaml"))
+    lab.kube.wait_for("2 pinned pods Running", lambda: len(lab.running("app=pinned")) == 2)
+    lab.kube.wait_for(
+        "pinned-pdb allows 1", lambda: lab.pdb_status("pinned-pdb").get("disruptionsAllowed") == 1
+    )
+    process = subprocess.Popen(
+        [*gpudrv_command(), "apply", "--from", "clusters/lab", "--drain-timeout", "5m"],
+        cwd=lab.root,
+        env={**__import__("os").environ, **lab.kube.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    lab.kube.wait_for(
+        "eviction refused by pinned-pdb", lambda: len(lab.running("app=pinned")) == 1, timeout=60
+    )
+    time.sleep(1)  # let it retry once against the budget
+    assert lab.labels("lab-node-1")[STATE_LABEL] == "drain-required"
+    return process
+
+
+def test_sigkill_during_drain_then_resume(gitlab: GitLab) -> None:
+    process = stuck_in_drain(gitlab)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    assert gitlab.cordoned("lab-node-1")
+
+    # The budget in git gets room; the next run resumes at drain-required and finishes.
+    path = gitlab.root / "clusters/lab/workloads/pinned.yaml"
+    path.write_text(path.read_text().replace("minAvailable: 1", "minAvailable: 0"))
+    gitlab.commit("pinned-pdb: let the upgrade through")
+    resumed = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    assert resumed.returncode == 0, resumed.stdout
+    transitions = [
+        line.split(": ", 1)[1] for line in resumed.stdout.splitlines() if line.split(": ", 1)[-1] in STATES
+    ]
+    assert transitions == STATES[STATES.index("drain-required") :]  # no finished step again
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert not gitlab.cordoned("lab-node-1")
+    annotations = gitlab.node("lab-node-1")["metadata"].get("annotations", {})  # type: ignore[union-attr]
+    assert not [key for key in annotations if key.startswith("gpudrv.dev/")]
+
+
+def test_two_runs_never_drive_the_same_node(gitlab: GitLab) -> None:
+    first = stuck_in_drain(gitlab)
+    try:
+        second = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "5s")
+        assert second.returncode == 1
+        assert "lab-node-1: being upgraded by another gpudrv run" in second.stdout
+        assert gitlab.labels("lab-node-1")[STATE_LABEL] == "drain-required"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        "cordon-required",
+        "pod-deletion-required",
+        "pod-restart-required",
+        "validation-required",
+        "uncordon-required",
+    ],
+)
+def test_resumes_from_any_state(gitlab: GitLab, state: str) -> None:
+    """A run killed just after writing `state`: the node carries the label and the annotations."""
+    merged_upgrade(gitlab, min_available=3)
+    patch = {
+        "metadata": {
+            "labels": {STATE_LABEL: state},
+            "annotations": {"gpudrv.dev/initial-unschedulable": "false"},
+        }
+    }
+    index = STATES.index(state)
+    if index >= STATES.index("pod-deletion-required"):
+        patch["spec"] = {"unschedulable": True}  # type: ignore[assignment]
+    if index > STATES.index("pod-restart-required"):  # the driver was already installed
+        driver = {"nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "90"}
+        patch["metadata"]["labels"].update({**driver, "nvidia.com/cuda.driver.rev": "07"})
+    gitlab.kube.run("patch", "node", "lab-node-1", "--type=merge", "-p", json.dumps(patch))
+    resumed = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    assert resumed.returncode == 0, resumed.stdout
+    transitions = [
+        line.split(": ", 1)[1] for line in resumed.stdout.splitlines() if line.split(": ", 1)[-1] in STATES
+    ]
+    assert transitions == STATES[index:]
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert not gitlab.cordoned("lab-node-1")
+
+
+def test_drain_command(gitlab: GitLab) -> None:
+    preflight = gitlab.gpudrv("drain", "lab-node-1", "--preflight")
+    assert preflight.returncode == 1
+    assert "node/lab-node-1 not cordoned: PDB gpu-drv/trainer-pdb allows 0 disruptions" in preflight.stdout
+    assert not gitlab.cordoned("lab-node-1")
+
+    refused = gitlab.gpudrv("drain", "lab-node-1", "--timeout", "6s")
+    assert refused.returncode == 1
+    assert "drain of lab-node-1 timed out after 6s: eviction of gpu-drv/trainer-" in refused.stdout
+    assert "PDB gpu-drv/trainer-pdb allows 0 disruptions" in refused.stdout
+    assert gitlab.cordoned("lab-node-1")  # like kubectl drain: cordoned first
+
+    gitlab.kube.run(
+        "patch", "pdb", "trainer-pdb", "-n", NS, "--type=merge", "-p", '{"spec":{"minAvailable":3}}'
+    )
+    gitlab.kube.wait_for(
+        "room in trainer-pdb", lambda: gitlab.pdb_status("trainer-pdb").get("disruptionsAllowed") == 1
+    )
+    drained = gitlab.gpudrv("drain", "lab-node-1", "--timeout", "30s")
+    assert drained.returncode == 0, drained.stdout
+    assert "node/lab-node-1 drained" in drained.stdout
+    assert "lab-node-1" not in gitlab.running("app=trainer").values()
