@@ -1,0 +1,304 @@
+"""The upgrade planner, its gates and the state machine, on plain data."""
+
+from __future__ import annotations
+
+import pytest
+
+from reconciler.core import budget, tags, upgrade
+from reconciler.core.budget import Budget, Pod, Role, Selector
+from reconciler.core.tags import Node
+from reconciler.core.upgrade import Driver, Images, LiveNode, State
+
+BASE = {
+    tags.GPU_PRESENT: "true",
+    tags.KERNEL: "5.15.0-107-generic",
+    tags.OS_ID: "ubuntu",
+    tags.OS_VERSION_ID: "22.04",
+}
+OLD = Driver("535", "183", "06")
+NEW = Driver("550", "90", "07")
+TARGET = "550-5.15.0-107-generic-ubuntu22.04"
+MATRIX = "matrix/support-matrix.csv"
+MERGED = Images(
+    ref="origin/main",
+    path="matrix/support-matrix.csv",
+    merged=frozenset({TARGET}),
+    since={TARGET: "abc1234def5678"},
+)
+
+
+def desired(driver: Driver = NEW, name: str = "n1") -> Node:
+    return Node(name, {**BASE, **driver.labels()})
+
+
+def live(
+    driver: Driver = OLD, state: str | None = None, unschedulable: bool = False, **annotations: str
+) -> LiveNode:
+    labels = {**BASE, **driver.labels()}
+    if state:
+        labels[tags.UPGRADE_STATE] = state
+    return LiveNode(
+        Node("n1", labels), unschedulable, {k.replace("__", "/"): v for k, v in annotations.items()}
+    )
+
+
+TRAINER = Pod("ml", "trainer-1", {"app": "trainer"}, owner_kind="ReplicaSet")
+
+
+def pdb(allowed: int, fresh: bool = True, name: str = "trainer-pdb") -> Budget:
+    return Budget(
+        "ml", name, Selector({"app": "trainer"}), min_available=4, current_healthy=4,
+        desired_healthy=4 - allowed, disruptions_allowed=allowed, expected_pods=4, fresh=fresh,
+    )  # fmt: skip
+
+
+def gates(plan: upgrade.NodePlan | None) -> dict[str, tuple[bool, str]]:
+    assert plan is not None
+    return {gate.name: (gate.ok, gate.detail) for gate in plan.gates}
+
+
+# --- drivers and states ---------------------------------------------------------------------------
+
+
+def test_driver_needs_all_three_labels() -> None:
+    assert upgrade.driver(NEW.labels()) == NEW
+    assert NEW.version == "550.90.07"
+    assert upgrade.driver({tags.DRIVER_MAJOR: "550", tags.DRIVER_MINOR: "90"}) is None
+    assert upgrade.driver({**NEW.labels(), tags.DRIVER_REV: ""}) is None
+
+
+def test_states_are_the_gpu_operators_in_order() -> None:
+    assert [str(s) for s in upgrade.ORDER] == [
+        "upgrade-required",
+        "cordon-required",
+        "pod-deletion-required",
+        "drain-required",
+        "pod-restart-required",
+        "validation-required",
+        "uncordon-required",
+        "upgrade-done",
+    ]
+
+
+@pytest.mark.parametrize("state", list(upgrade.ORDER[:-1]))
+def test_a_run_resumes_at_the_recorded_state(state: State) -> None:
+    steps = upgrade.remaining(state)
+    assert steps[0] is state
+    assert steps == upgrade.ORDER[upgrade.ORDER.index(state) :]
+
+
+@pytest.mark.parametrize("state", [None, State.DONE, State.FAILED])
+def test_fresh_done_or_failed_nodes_start_over(state: State | None) -> None:
+    assert upgrade.remaining(state) == upgrade.ORDER
+
+
+def test_unknown_state_label_is_no_state() -> None:
+    assert upgrade.state_of({tags.UPGRADE_STATE: "wait-for-jobs-required"}) is None
+    assert upgrade.state_of({tags.UPGRADE_STATE: "drain-required"}) is State.DRAIN
+
+
+# --- which nodes need an upgrade ------------------------------------------------------------------
+
+
+def test_a_node_on_its_desired_driver_needs_nothing() -> None:
+    assert upgrade.plan_node(desired(NEW), live(NEW), MERGED) is None
+    assert upgrade.plan_node(desired(NEW), live(NEW, state="upgrade-done"), MERGED) is None
+
+
+def test_a_node_mid_upgrade_is_planned_even_when_its_labels_already_match() -> None:
+    plan = upgrade.plan_node(desired(NEW), live(NEW, state="validation-required"), MERGED)
+    assert plan is not None
+    assert plan.steps[0] is State.VALIDATION
+    assert plan.in_progress
+
+
+def test_a_node_without_desired_driver_labels_is_not_managed() -> None:
+    assert upgrade.plan_node(Node("n1", BASE), live(OLD), MERGED) is None
+
+
+def test_a_declared_node_missing_live() -> None:
+    assert gates(upgrade.plan_node(desired(), None, MERGED)) == {"node": (False, "not found in the cluster")}
+
+
+def test_target_tag_keeps_the_live_kernel_and_os() -> None:
+    plan = upgrade.plan_node(desired(), live(), MERGED)
+    assert plan is not None
+    assert (plan.live_driver, plan.target, plan.target_tag) == (OLD, NEW, TARGET)
+
+
+def test_target_tag_problem_blocks() -> None:
+    broken = LiveNode(Node("n1", {**OLD.labels(), tags.GPU_PRESENT: "true"}))
+    assert gates(upgrade.plan_node(desired(), broken, MERGED))["image"] == (
+        False,
+        f"no target tag: label {tags.KERNEL} is missing",
+    )
+
+
+# --- the image gate -------------------------------------------------------------------------------
+
+
+def test_image_gate_passes_with_the_commit_it_came_in() -> None:
+    ok, detail = gates(upgrade.plan_node(desired(), live(), MERGED))["image"]
+    assert ok
+    assert detail == f"{TARGET} is in matrix/support-matrix.csv on origin/main since abc1234def56"
+
+
+def test_image_gate_refuses_a_row_that_is_only_in_the_working_tree() -> None:
+    branch_only = Images("origin/main", "matrix/support-matrix.csv", frozenset(), working=frozenset({TARGET}))
+    ok, detail = gates(upgrade.plan_node(desired(), live(), branch_only))["image"]
+    assert not ok
+    assert detail == f"{TARGET} is not in {MATRIX} on origin/main (only in the working tree: merge it first)"
+    nowhere = Images("main", "m.csv", frozenset())
+    assert gates(upgrade.plan_node(desired(), live(), nowhere))["image"] == (
+        False,
+        f"{TARGET} is not in m.csv on main",
+    )
+
+
+# --- the budget gate ------------------------------------------------------------------------------
+
+
+def test_budget_with_no_room_blocks_before_cordon() -> None:
+    ok, detail = gates(upgrade.plan_node(desired(), live(), MERGED, [TRAINER], [pdb(0)]))["budget"]
+    assert not ok
+    numbers = "minAvailable 4, currentHealthy 4, desiredHealthy 4, disruptionsAllowed 0"
+    assert detail == f"PDB ml/trainer-pdb allows 0 disruptions ({numbers})"
+
+
+def test_budget_with_room_names_the_numbers() -> None:
+    ok, detail = gates(upgrade.plan_node(desired(), live(), MERGED, [TRAINER], [pdb(1)]))["budget"]
+    assert ok
+    assert detail.startswith("PDB ml/trainer-pdb: 1 pod(s) to evict, minAvailable 4, currentHealthy 4")
+
+
+def test_stale_budget_status_is_said() -> None:
+    ok, detail = gates(upgrade.plan_node(desired(), live(), MERGED, [TRAINER], [pdb(0, fresh=False)]))[
+        "budget"
+    ]
+    assert not ok
+    assert "its status is not yet recomputed" in detail
+
+
+def test_no_budget_gate_once_the_node_is_cordoned_by_the_upgrade() -> None:
+    """Past cordon-required the node is already empty-ing: the drain itself waits on the budget."""
+    plan = upgrade.plan_node(
+        desired(), live(state="drain-required", unschedulable=True), MERGED, [TRAINER], [pdb(0)]
+    )
+    assert "budget" not in gates(plan)
+    assert plan is not None and not plan.blocked
+
+
+def test_pods_without_controller_block_without_force() -> None:
+    bare = Pod("ml", "bare")
+    ok, detail = gates(upgrade.plan_node(desired(), live(), MERGED, [bare], []))["pods"]
+    assert (ok, detail) == (False, "pod ml/bare has no controller (use --force to delete it)")
+    assert "pods" not in gates(upgrade.plan_node(desired(), live(), MERGED, [bare], [], force=True))
+
+
+def test_a_pod_under_two_budgets_blocks() -> None:
+    ok, detail = gates(
+        upgrade.plan_node(desired(), live(), MERGED, [TRAINER], [pdb(1), pdb(1, name="other")])
+    )["budget"]
+    assert not ok
+    assert "is selected by several PDBs (ml/trainer-pdb, ml/other)" in detail
+
+
+# --- the cordon gate ------------------------------------------------------------------------------
+
+
+def test_a_node_cordoned_by_someone_else_stays_cordoned() -> None:
+    plan = upgrade.plan_node(desired(), live(unschedulable=True), MERGED)
+    assert plan is not None and plan.cordoned_before
+    assert gates(plan)["cordon"] == (True, "cordoned before the upgrade: it stays cordoned afterwards")
+
+
+def test_the_remembered_initial_state_wins_over_the_current_cordon() -> None:
+    ours = live(state="drain-required", unschedulable=True, gpudrv_dev__initial_unschedulable="false")
+    assert not upgrade.cordoned_before(LiveNode(ours.node, True, {upgrade.INITIAL_UNSCHEDULABLE: "false"}))
+    assert upgrade.cordoned_before(LiveNode(ours.node, True, {upgrade.INITIAL_UNSCHEDULABLE: "true"}))
+    assert upgrade.cordoned_before(LiveNode(ours.node, True, {}))
+
+
+# --- batches --------------------------------------------------------------------------------------
+
+
+def plan_for(name: str, state: str | None = None) -> upgrade.NodePlan:
+    return upgrade.NodePlan(name, NEW, OLD, TARGET, upgrade.state_of({tags.UPGRADE_STATE: state or ""}))
+
+
+def test_batch_resumes_in_progress_nodes_first_and_respects_max_parallel() -> None:
+    plans = [plan_for("a"), plan_for("b"), plan_for("c", "drain-required")]
+    assert [p.node for p in upgrade.batch(plans, 1, {}, [])] == ["c"]
+    assert [p.node for p in upgrade.batch(plans, 2, {}, [])] == ["c", "a"]
+
+
+def test_batch_never_needs_more_disruptions_than_a_budget_allows() -> None:
+    pods = {name: [Pod("ml", f"t-{name}", {"app": "trainer"}, "ReplicaSet")] for name in "abc"}
+    plans = [plan_for("a"), plan_for("b"), plan_for("c")]
+    assert [p.node for p in upgrade.batch(plans, 3, pods, [pdb(1)])] == ["a"]
+    assert [p.node for p in upgrade.batch(plans, 3, pods, [pdb(2)])] == ["a", "b"]
+
+
+def test_blocked_plans_are_never_batched() -> None:
+    blocked = upgrade.NodePlan("a", NEW, gates=(upgrade.Gate("image", False, "x"),))
+    assert upgrade.batch([blocked], 5, {}, []) == []
+
+
+# --- pods and selectors ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("pod", "expected"),
+    [
+        (Pod("n", "ds", owner_kind="DaemonSet"), Role.STAYS),
+        (Pod("n", "mirror", mirror=True), Role.STAYS),
+        (Pod("n", "done", owner_kind="Job", phase="Succeeded"), Role.FINISHED),
+        (Pod("n", "bare"), Role.UNMANAGED),
+        (Pod("n", "gpu", owner_kind="ReplicaSet", gpu=True), Role.GPU),
+        (Pod("n", "web", owner_kind="ReplicaSet"), Role.OTHER),
+    ],
+)
+def test_pod_roles_follow_kubectl_drain(pod: Pod, expected: Role) -> None:
+    assert budget.role(pod) is expected
+
+
+@pytest.mark.parametrize(
+    ("spec", "labels", "matches"),
+    [
+        ({}, {"any": "thing"}, True),
+        ({"matchLabels": {"app": "t"}}, {"app": "t", "x": "y"}, True),
+        ({"matchLabels": {"app": "t"}}, {"app": "u"}, False),
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "In", "values": ["a", "b"]}]},
+            {"tier": "b"},
+            True,
+        ),
+        ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": ["a"]}]}, {}, True),
+        ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, {"tier": ""}, True),
+        ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {"tier": "a"}, False),
+        ({"matchExpressions": [{"key": "tier", "operator": "Bogus"}]}, {"tier": "a"}, False),
+    ],
+)
+def test_label_selectors(spec: dict[str, object], labels: dict[str, str], matches: bool) -> None:
+    selector = budget.selector(spec)
+    assert selector is not None
+    assert selector.matches(labels) is matches
+
+
+def test_a_null_selector_selects_no_pod() -> None:
+    assert budget.selector(None) is None
+    assert not Budget("ml", "x", None).covers(TRAINER)
+
+
+def test_budgets_only_cover_pods_of_their_namespace() -> None:
+    assert pdb(1).covers(TRAINER)
+    assert not pdb(1).covers(Pod("other", "trainer-1", {"app": "trainer"}, "ReplicaSet"))
+
+
+def test_terminating_and_staying_pods_need_no_disruption() -> None:
+    pods = [
+        Pod("ml", "gone", {"app": "trainer"}, "ReplicaSet", terminating=True),
+        Pod("ml", "ds", {"app": "trainer"}, "DaemonSet"),
+    ]
+    assert budget.blockers(pods, [pdb(0)]) == []
+    assert budget.evictions_per_budget(pods, [pdb(0)]) == {}
