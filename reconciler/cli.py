@@ -35,8 +35,6 @@ Handler = Callable[[argparse.Namespace], int]
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "from_dir", None) and (args.kubeconfig or args.context):
-        parser.error("--from reads manifests; it cannot be combined with --kubeconfig or --context")
     handler: Handler = args.handler
     try:
         return handler(args)
@@ -168,12 +166,13 @@ def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
 
 
-def _node_options() -> argparse.ArgumentParser:
+def _node_options(manifests: bool = True) -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     group = options.add_argument_group("nodes")
-    group.add_argument(
-        "--from", dest="from_dir", type=Path, metavar="DIR", help="read Node manifests under DIR"
-    )
+    if manifests:
+        group.add_argument(
+            "--from", dest="from_dir", type=Path, metavar="DIR", help="read manifests under DIR"
+        )
     group.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     group.add_argument("--context", help="kubeconfig context to use")
     return options
@@ -198,6 +197,11 @@ def _output_option() -> argparse.ArgumentParser:
 
 
 def _source(args: argparse.Namespace) -> sources.NodeSource:
+    """Nodes from manifests or from the cluster: one or the other, never both."""
+    if args.from_dir and (args.kubeconfig or args.context):
+        raise GpudrvError(
+            f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
+        )
     return sources.NodeSource(args.from_dir, Options(args.kubeconfig, args.context))
 
 
@@ -249,8 +253,9 @@ def _add_upgrade_commands(
     )
     apply_cmd.set_defaults(handler=_apply)
 
+    cluster_only = _node_options(manifests=False)
     drain_cmd = commands.add_parser(
-        "drain", parents=[nodes], help="cordon and evict, naming the budget that refuses"
+        "drain", parents=[cluster_only], help="cordon and evict, naming the budget that refuses"
     )
     drain_cmd.add_argument("node", metavar="NODE")
     drain_cmd.add_argument(
@@ -268,7 +273,7 @@ def _add_upgrade_commands(
     status_cmd.set_defaults(handler=lambda a: status.run_status(a.from_dir, a.matrix, _options(a), a.output))
 
     report_cmd = commands.add_parser(
-        "report", parents=[nodes, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
+        "report", parents=[cluster_only, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
     )
     report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _options(a), a.output))
 

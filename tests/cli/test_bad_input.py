@@ -200,9 +200,53 @@ def test_kubeconfig_problems(lab: Path) -> None:
 
 
 def test_from_and_kubeconfig_together_is_a_usage_error(lab: Path) -> None:
-    result = run_gpudrv("audit", "--from", "clusters/lab", "--kubeconfig", "k", cwd=lab)
+    for command in (["audit"], ["tag", "lab-node-0"]):
+        result = run_gpudrv(*command, "--from", "clusters/lab", "--kubeconfig", "k", cwd=lab)
+        assert_one_line_error(result, "--from reads manifests, not the cluster; drop --kubeconfig/--context")
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["plan"], "gpudrv plan needs --from DIR"),
+        (["apply"], "gpudrv apply needs --from DIR"),
+        (["plan", "--from", "clusters/lab"], "not inside a git repository"),
+        (["status", "--kubeconfig", "kubeconfig"], "cannot reach the cluster"),
+        (["report", "--kubeconfig", "kubeconfig"], "cannot reach the cluster"),
+        (["drain", "lab-node-1", "--kubeconfig", "kubeconfig"], "cannot reach the cluster"),
+    ],
+)
+def test_upgrade_commands_bad_input(lab: Path, args: list[str], fragment: str) -> None:
+    (lab / "kubeconfig").write_text(UNREACHABLE)
+    assert_one_line_error(run_gpudrv(*args, cwd=lab, env={"KUBECONFIG": ""}), fragment)
+
+
+@pytest.mark.parametrize(
+    ("args", "fragment"),
+    [
+        (["apply", "--from", "clusters/lab", "--drain-timeout", "5x"], "invalid duration '5x'"),
+        (["drain", "n", "--timeout", "soon"], "invalid duration 'soon'"),
+        (
+            ["apply", "--from", "clusters/lab", "--max-parallel", "0"],
+            "'0' is not a whole number of at least 1",
+        ),
+        (["report", "--from", "clusters/lab"], "unrecognized arguments: --from"),
+    ],
+)
+def test_upgrade_commands_usage_errors(lab: Path, args: list[str], fragment: str) -> None:
+    result = run_gpudrv(*args, cwd=lab)
     assert result.returncode == 2
-    assert "cannot be combined" in result.stderr
+    assert fragment in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_plan_with_an_unknown_merged_ref(lab: Path) -> None:
+    subprocess.run(["git", "init", "-q", "-b", "main"], cwd=lab, check=True)
+    subprocess.run(["git", "add", "-A"], cwd=lab, check=True)
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", *identity, "commit", "-qm", "fleet"], cwd=lab, check=True)
+    result = run_gpudrv("plan", "--from", "clusters/lab", "--merged-ref", "nope", cwd=lab)
+    assert_one_line_error(result, "git ref 'nope' not found")
 
 
 def test_offline_commands_never_import_kubernetes(lab: Path) -> None:
