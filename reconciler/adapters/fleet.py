@@ -248,6 +248,10 @@ def pod(document: Mapping[str, Any]) -> budget.Pod:
         phase=str((document.get("status") or {}).get("phase", "")),
         gpu=_requests_gpu(document.get("spec") or {}),
         terminating=bool(metadata.get("deletionTimestamp")),
+        ready=any(
+            c.get("type") == "Ready" and c.get("status") == "True"
+            for c in (document.get("status") or {}).get("conditions") or []
+        ),
     )
 
 

@@ -33,6 +33,7 @@ from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, Images, NodePlan, Sta
 OWNER = "gpudrv.dev/upgrade-owner"
 FAILURE = "gpudrv.dev/upgrade-failure"
 LEASE_SECONDS = 60.0
+DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on its driver pods
 BUDGET_SETTLE_SECONDS = 30.0
 
 
@@ -209,21 +210,34 @@ class NodeRun:
         self._wait_for_driver()
 
     def _wait_for_driver(self) -> None:
-        """installer=wait: the driver DaemonSet installs; GPU Feature Discovery reports the version."""
+        """installer=wait: the driver DaemonSet's pod on the node is ready again, and GPU Feature
+        Discovery reports the desired version in the node's labels."""
         deadline = time.monotonic() + self.settings.install_timeout
-        while upgrade.driver(self._live().node.labels) != self.plan.target:
+        while (pending := self._install_pending()) is not None:
             if time.monotonic() > deadline:
-                wanted, limit = self.plan.target.version, show(self.settings.install_timeout)
-                raise StepFailed(f"driver {wanted} not reported within {limit}")
-            self._waiting(f"waiting for the node to report driver {self.plan.target.version}")
+                raise StepFailed(f"{pending} within {show(self.settings.install_timeout)}")
+            self._waiting(f"waiting: {pending}")
             time.sleep(2)
+        self.progress.say(f"driver {self.plan.target.version} reported")
+
+    def _install_pending(self) -> str | None:
+        unready = [
+            p.ref for p in self.fleet.pods_on(self.name) if p.labels.get("app") == DRIVER_APP and not p.ready
+        ]
+        if unready:
+            return f"driver pod {', '.join(unready)} not ready"
+        return self._driver_mismatch(self._live())
+
+    def _driver_mismatch(self, live: upgrade.LiveNode) -> str | None:
+        running = upgrade.driver(live.node.labels)
+        if running == self.plan.target:
+            return None
+        return f"node reports driver {running.version if running else 'none'}, not {self.plan.target.version}"
 
     def _validate(self) -> None:
         live = self._live()
-        if upgrade.driver(live.node.labels) != self.plan.target:
-            raise StepFailed(
-                f"node reports driver {upgrade.driver(live.node.labels)}, not {self.plan.target.version}"
-            )
+        if (mismatch := self._driver_mismatch(live)) is not None:
+            raise StepFailed(mismatch)
         try:
             tag = tags.tag(live.node)
         except tags.TagError as exc:

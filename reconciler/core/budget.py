@@ -105,6 +105,7 @@ class Pod:
     phase: str = "Running"
     gpu: bool = False  # requests nvidia.com/gpu
     terminating: bool = False
+    ready: bool = True
 
     @property
     def ref(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -217,7 +218,7 @@ def stuck_in_drain(lab: GitLab) -> subprocess.Popen[str]:
     process = subprocess.Popen(
         [*gpudrv_command(), "apply", "--from", "clusters/lab", "--drain-timeout", "5m"],
         cwd=lab.root,
-        env={**__import__("os").environ, **lab.kube.env},
+        env={**os.environ, **lab.kube.env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -322,3 +323,61 @@ def test_drain_command(gitlab: GitLab) -> None:
     assert drained.returncode == 0, drained.stdout
     assert "node/lab-node-1 drained" in drained.stdout
     assert "lab-node-1" not in gitlab.running("app=trainer").values()
+
+
+def test_a_drain_that_times_out_fails_and_gives_the_node_back(gitlab: GitLab) -> None:
+    process = stuck_in_drain(gitlab)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    failed = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "6s")
+    assert failed.returncode == 1
+    assert (
+        "lab-node-1: upgrade-failed at drain-required: drain of lab-node-1 timed out after 6s"
+        in failed.stdout
+    )
+    assert "PDB gpu-drv/pinned-pdb allows 0 disruptions" in failed.stdout
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-failed"
+    annotations = gitlab.node("lab-node-1")["metadata"]["annotations"]  # type: ignore[index]
+    assert annotations["gpudrv.dev/upgrade-failure"].startswith(
+        "drain-required: drain of lab-node-1 timed out"
+    )
+    assert not gitlab.cordoned("lab-node-1")  # it was schedulable before gpudrv began
+    events = gitlab.kube.get("events", "-n", "default", "--field-selector", "involvedObject.name=lab-node-1")[
+        "items"
+    ]
+    assert any(e["reason"] == "DriverUpgradeFailed" and e["type"] == "Warning" for e in events)
+    status = gitlab.gpudrv("status", "--from", "clusters/lab").stdout
+    assert "upgrade-failed" in status and "drain-required: drain of lab-node-1 timed out" in status
+
+
+def test_installer_wait_waits_for_the_node_to_report_the_driver(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    process = subprocess.Popen(
+        [*gpudrv_command(), "apply", "--from", "clusters/lab", "--installer", "wait", "--timeout", "60s"],
+        cwd=gitlab.root,
+        env={**os.environ, **gitlab.kube.env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    gitlab.kube.wait_for(
+        "pod-restart-required", lambda: gitlab.labels("lab-node-1").get(STATE_LABEL) == "pod-restart-required"
+    )
+    time.sleep(3)
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "pod-restart-required"  # still waiting for the driver
+    driver = [
+        "nvidia.com/cuda.driver.major=550",
+        "nvidia.com/cuda.driver.minor=90",
+        "nvidia.com/cuda.driver.rev=07",
+    ]
+    gitlab.kube.run(
+        "label", "node", "lab-node-1", "--overwrite", *driver
+    )  # what GPU Feature Discovery would do
+    out, _ = process.communicate(timeout=60)
+    assert process.returncode == 0, out
+    assert "lab-node-1: driver 550.90.07 reported" in out
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    events = gitlab.kube.get("events", "-n", "default", "--field-selector", "involvedObject.name=lab-node-1")[
+        "items"
+    ]
+    assert any(e["reason"] == "DriverUpgradeDone" for e in events)
