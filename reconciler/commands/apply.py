@@ -71,7 +71,8 @@ def run(settings: Settings, options: cluster.Options) -> int:
 
 
 def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:
-    plans = up.make_plans(desired, up.read_live(fleet, desired), images, settings.force)
+    live = up.read_live(fleet, desired)
+    plans, images = up.plans_with_history(desired, live, images, settings.force, settings.matrix)
     print(up.plan_text(plans, images))
     for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
         print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")

@@ -21,8 +21,6 @@ def run(
     desired = up.load_desired(from_dir)
     images = up.load_images(matrix_path, merged_ref)
     live = up.read_live(up.connect(options), desired)
-    plans = up.make_plans(desired, live, images, force)
-    images = up.with_since(images, plans, matrix_path)
-    plans = up.make_plans(desired, live, images, force)
+    plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
     print(up.plan_json(plans, images) if output == "json" else up.plan_text(plans, images))
     return FINDINGS if any(plan.blocked for plan in plans) else OK

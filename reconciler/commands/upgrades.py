@@ -84,6 +84,14 @@ def _may_upgrade(declared: Node, live: LiveNode | None) -> bool:
     return live is not None and upgrade.needs_upgrade(declared, live) is not None
 
 
+def plans_with_history(
+    desired: Desired, live: Live, images: Images, force: bool, matrix_path: Path
+) -> tuple[list[NodePlan], Images]:
+    """The plans, with the image gate naming the commit each passing target tag arrived in."""
+    images = with_since(images, make_plans(desired, live, images, force), matrix_path)
+    return make_plans(desired, live, images, force), images
+
+
 def make_plans(desired: Desired, live: Live, images: Images, force: bool) -> list[NodePlan]:
     plans = [
         upgrade.plan_node(
