@@ -13,19 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Kube
+from tests.e2e.gitops import STATES
 
 NS = "gpu-drv"
 LAB_NODES = ["lab-node-0", "lab-node-1", "lab-node-2", "lab-node-3"]
-STATES = [
-    "upgrade-required",
-    "cordon-required",
-    "pod-deletion-required",
-    "drain-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-    "upgrade-done",
-]
 NODE_3 = {
     "apiVersion": "v1",
     "kind": "Node",

@@ -14,19 +14,9 @@ import pytest
 
 from tests.conftest import gpudrv_command
 from tests.e2e.conftest import Kube
-from tests.e2e.gitops import NS, STATE_LABEL, GitLab
+from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab
 
 TARGET_TAG = "550-5.15.0-107-generic-ubuntu22.04"
-STATES = [
-    "upgrade-required",
-    "cordon-required",
-    "pod-deletion-required",
-    "drain-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-    "upgrade-done",
-]
 
 
 @pytest.fixture
