@@ -143,13 +143,16 @@ def test_the_lab(kube: Kube, lab_cluster: Path) -> None:
     assert gpudrv("audit") == (0, "OK\n")
 
     # 8. The final report, computed from the live cluster and the files.
-    code, out = gpudrv("audit", "-o", "json")
-    report = json.loads(out)
+    code, out = gpudrv("report")
     assert code == 0
-    assert len(report["audited"]) == 4  # NODES=4
-    assert report["findings"] == []  # SKEW=0
-    assert gpudrv("tag", "lab-node-1") == (0, "550-5.15.0-107-generic-ubuntu22.04\n")
-    assert gpudrv("matrix", "validate") == (0, "matrix/support-matrix.csv: 5 rows, valid\n")  # MATRIX_ROWS=5
+    report = out.splitlines()
+    assert report[:3] == ["NODES=4", "SKEW=0", "MATRIX_ROWS=5"]
+    assert "LAB_NODE_1_TAG=550-5.15.0-107-generic-ubuntu22.04" in report
+    assert "LAB_NODE_1_UPGRADE_STATE=upgrade-done" in report
+    assert json.loads(gpudrv("report", "-o", "json")[1])["per_node"]["lab-node-1"] == {
+        "tag": "550-5.15.0-107-generic-ubuntu22.04",
+        "upgrade_state": "upgrade-done",
+    }
     node_1 = kube.get("node", "lab-node-1")
     assert node_1["metadata"]["labels"][label] == "upgrade-done"
     assert not node_1["spec"].get("unschedulable")
