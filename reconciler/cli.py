@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reconciler import __version__
+from reconciler.adapters import github
 from reconciler.adapters.cluster import Options
 from reconciler.commands import (
     ERROR,
@@ -18,6 +21,7 @@ from reconciler.commands import (
     explain,
     history,
     impact,
+    manifest_check,
     matrix,
     sources,
     status,
@@ -29,21 +33,47 @@ from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
+DEFAULT_MANIFESTS = Path("clusters")
 Handler = Callable[[argparse.Namespace], int]
+GITHUB_HELP = "github (annotations and a step summary; the default when GITHUB_ACTIONS=true)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
+    _default_output(args)
     try:
         return handler(args)
     except GpudrvError as exc:
-        print(f"gpudrv: {exc}", file=sys.stderr)
-        return ERROR
+        return _error(args, str(exc))
     except KeyboardInterrupt:
         print("gpudrv: interrupted", file=sys.stderr)
         return 130
+
+
+def _default_output(args: argparse.Namespace) -> None:
+    """Commands with GitHub output default to it inside GitHub Actions, else to text."""
+    if "output" in args and args.output is None:
+        args.output = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
+
+
+def _error(args: argparse.Namespace, message: str) -> int:
+    # One line, whatever the message carries: a value with a newline must not start a line of its
+    # own (in GitHub Actions such a line could be a workflow command).
+    flat = message.replace("\r", "\\r").replace("\n", "\\n")
+    print(f"gpudrv: {flat}", file=sys.stderr)
+    if getattr(args, "output", None) == "github":
+        with contextlib.suppress(GpudrvError):  # an unwritable summary: the error is already out
+            github.publish(
+                [github.error_annotation(message)], _error_summary(args, message), "gpudrv: failed"
+            )
+    return ERROR
+
+
+def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
+    verb = " ".join(str(part) for part in (args.command, getattr(args, "verb", None)) if part)
+    return github.Summary(f"gpudrv {verb}: error", github.text(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,11 +90,14 @@ def build_parser() -> argparse.ArgumentParser:
     tag_cmd.set_defaults(handler=lambda a: tag.run(a.node, _source(a)))
 
     audit_cmd = commands.add_parser(
-        "audit", parents=[nodes, matrix_file, output], help="check every GPU node's image is in the matrix"
+        "audit",
+        parents=[nodes, matrix_file, _output_option("github")],
+        help="check every GPU node's image is in the matrix",
     )
     audit_cmd.set_defaults(handler=lambda a: audit.run(_source(a), a.matrix, a.output))
 
     _add_matrix_commands(commands, matrix_file)
+    _add_manifests_command(commands)
     _add_upgrade_commands(commands, nodes, matrix_file, output)
     _add_explain_command(commands, nodes)
     _add_diff_command(commands)
@@ -86,9 +119,7 @@ def _add_explain_command(
         "target", nargs="?", metavar="KIND/NAME", help="e.g. pod/cuda13-job (default: every workload)"
     )
     explain_cmd.add_argument("-n", "--namespace", help="namespace (live default: default; --from: all)")
-    explain_cmd.add_argument(
-        "-o", "--output", choices=explain.OUTPUTS, default="text", help="text, json or github (annotations)"
-    )
+    explain_cmd.add_argument("-o", "--output", choices=explain.OUTPUTS, help=f"text, json or {GITHUB_HELP}")
     explain_cmd.set_defaults(handler=lambda a: explain.run(a.target, a.namespace, _source(a), a.output))
 
 
@@ -96,13 +127,15 @@ def _add_matrix_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
 ) -> None:
     group = commands.add_parser("matrix", help="validate or extend the support matrix")
-    verbs = group.add_subparsers(dest="matrix_command", required=True, metavar="VERB")
+    verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
 
-    validate = verbs.add_parser("validate", parents=[matrix_file], help="check the matrix file")
+    validate = verbs.add_parser(
+        "validate", parents=[matrix_file, _output_option("github", json=False)], help="check the matrix file"
+    )
     validate.add_argument(
         "path", nargs="?", type=Path, metavar="PATH", help="matrix file (default: --matrix)"
     )
-    validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix))
+    validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix, a.output))
 
     add = verbs.add_parser(
         "add",
@@ -144,7 +177,10 @@ def _add_matrix_git_commands(
     )
     impact_cmd.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
     impact_cmd.add_argument(
-        "-o", "--output", choices=("text", "json", "markdown"), default="text", help="output format"
+        "-o",
+        "--output",
+        choices=("text", "json", "markdown", "github"),
+        help=f"text, json, markdown (for a PR summary) or {GITHUB_HELP}",
     )
     impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
 
@@ -152,7 +188,7 @@ def _add_matrix_git_commands(
 def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[_output_option()],
+        parents=[_output_option("github")],
         help="declared node labels and PDB specs in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
@@ -190,10 +226,37 @@ def _matrix_option() -> argparse.ArgumentParser:
     return options
 
 
-def _output_option() -> argparse.ArgumentParser:
+def _output_option(*extra: str, json: bool = True) -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
-    options.add_argument("-o", "--output", choices=("text", "json"), default="text", help="output format")
+    choices = ("text", *(("json",) if json else ()), *extra)
+    if "github" not in extra:
+        options.add_argument("-o", "--output", choices=choices, default="text", help="output format")
+        return options
+    # No default here: main() picks github inside GitHub Actions, else text.
+    options.add_argument(
+        "-o", "--output", choices=choices, help=f"{', '.join(choices[:-1])} or {GITHUB_HELP}"
+    )
     return options
+
+
+def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    group = commands.add_parser("manifests", help="check the Node manifests of the desired fleet")
+    verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
+    validate = verbs.add_parser(
+        "validate",
+        parents=[_output_option("github", json=False)],
+        help="check every Node manifest against schemas/node-manifest.schema.json",
+        description="Every problem as FILE:LINE: message, at the label at fault. Exit 0 valid, 2 invalid.",
+    )
+    validate.add_argument(
+        "--from",
+        dest="folder",
+        type=Path,
+        default=DEFAULT_MANIFESTS,
+        metavar="DIR",
+        help=f"the *.yaml/*.yml files under DIR (default: {DEFAULT_MANIFESTS})",
+    )
+    validate.set_defaults(handler=lambda a: manifest_check.validate(a.folder, a.output))
 
 
 def _source(args: argparse.Namespace) -> sources.NodeSource:

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, manifests
+from reconciler.adapters import cluster, github, manifests
 from reconciler.commands import FINDINGS, OK
 from reconciler.core.diff import Budget, BudgetDrift, Change, Drift, NodeDrift, State, diff
 
@@ -27,8 +27,12 @@ def run(desired_dir: Path, options: cluster.Options, output: str) -> int:
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [live_budget(doc) for ns in namespaces for doc in live.disruption_budgets(ns)]
     drift = diff(nodes, live.nodes(), budgets, live_budgets)
-    text = json.dumps(as_json(drift), indent=2) if output == "json" else as_text(drift, desired_dir, _paint())
-    print(text)
+    if output == "github":
+        github.publish(annotate(drift, desired_dir), summary(drift, desired_dir), closing(drift))
+    elif output == "json":
+        print(json.dumps(as_json(drift), indent=2))
+    else:
+        print(as_text(drift, desired_dir, _paint()))
     return FINDINGS if drift.found else OK
 
 
@@ -105,3 +109,75 @@ def _paint() -> Paint:
     if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
         return lambda colour, text: f"{colour}{text}{RESET}"
     return lambda _colour, text: text
+
+
+# --- GitHub: an error on each drifted manifest, a table in the step summary ------------------------
+
+
+def annotate(drift: Drift, desired_dir: Path) -> list[github.Annotation]:
+    notes = [_node_annotation(node, desired_dir) for node in drift.nodes]
+    return notes + [_budget_annotation(budget) for budget in drift.budgets]
+
+
+def _node_annotation(node: NodeDrift, desired_dir: Path) -> github.Annotation:
+    ref = f"node/{node.node}"
+    if node.state is State.ABSENT:
+        return github.at("error", f"{ref} is declared here but absent live", node.origin, f"{ref} absent")
+    if node.state is State.UNDECLARED:
+        message = f"{ref} is a live GPU node that no manifest under {desired_dir} declares"
+        return github.at("error", message, None, f"{ref} not declared")
+    lines = [f"{ref} differs live:", *(_change_text(change, change.name, str) for change in node.labels)]
+    return github.at("error", "\n".join(lines), node.origin, f"{ref} drifted from git")
+
+
+def _budget_annotation(budget: BudgetDrift) -> github.Annotation:
+    ref = f"poddisruptionbudget/{budget.namespace}/{budget.name}"
+    if budget.state is State.ABSENT:
+        return github.at("error", f"{ref} is declared here but absent live", budget.origin, f"{ref} absent")
+    lines = [
+        f"{ref} differs live:",
+        *(_change_text(change, f"spec.{change.name}", _value) for change in budget.fields),
+    ]
+    return github.at("error", "\n".join(lines), budget.origin, f"{ref} drifted from git")
+
+
+def _change_text(change: Change, name: str, show: Callable[[Any], str]) -> str:
+    live = "not set" if change.live is None else show(change.live)
+    return f"{name}: desired {show(change.desired)}, live {live}"
+
+
+def summary(drift: Drift, desired_dir: Path) -> github.Summary:
+    where = github.code(str(desired_dir))
+    if not drift.found:
+        return github.Summary("gpudrv diff: no drift", f"The cluster matches {where}.")
+    rows = [row for node in drift.nodes for row in _node_rows(node)]
+    rows += [row for budget in drift.budgets for row in _budget_rows(budget)]
+    table = github.Table(("Object", "Field", "Desired (git)", "Live", "Declared in"), rows)
+    lead = f"The live cluster differs from {where}: {len(drift.nodes) + len(drift.budgets)} objects."
+    return github.Summary("gpudrv diff: drift", lead, (table,))
+
+
+def _node_rows(node: NodeDrift) -> list[tuple[str, ...]]:
+    ref, origin = github.code(f"node/{node.node}"), github.code(node.origin or "")
+    if node.state is State.ABSENT:
+        return [(ref, "", "declared", "**absent**", origin)]
+    if node.state is State.UNDECLARED:
+        return [(ref, "", "**not declared**", "GPU node", "")]
+    return [(ref, *_cells(change, change.name, str), origin) for change in node.labels]
+
+
+def _budget_rows(budget: BudgetDrift) -> list[tuple[str, ...]]:
+    ref = github.code(f"poddisruptionbudget/{budget.namespace}/{budget.name}")
+    origin = github.code(budget.origin or "")
+    if budget.state is State.ABSENT:
+        return [(ref, "", "declared", "**absent**", origin)]
+    return [(ref, *_cells(change, f"spec.{change.name}", _value), origin) for change in budget.fields]
+
+
+def _cells(change: Change, name: str, show: Callable[[Any], str]) -> tuple[str, str, str]:
+    live = "_not set_" if change.live is None else github.code(show(change.live))
+    return github.code(name), github.code(show(change.desired)), live
+
+
+def closing(drift: Drift) -> str:
+    return f"gpudrv diff: {len(drift.nodes)} nodes and {len(drift.budgets)} disruption budgets drifted"

@@ -1,0 +1,115 @@
+"""Node manifests against schemas/node-manifest.schema.json: each problem with the path to the value
+at fault, so the caller can name its line. Never raises on bad content: a PR author sees every problem.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+from jsonschema.exceptions import ValidationError
+
+Path = tuple[str | int, ...]
+Checker = jsonschema.protocols.Validator
+LABELS: Path = ("metadata", "labels")
+
+
+@dataclass(frozen=True)
+class Violation:
+    path: Path  # from the document root to the value at fault (or to where it is missing)
+    message: str
+
+
+def validator(schema: Mapping[str, Any]) -> Checker:
+    checker: Checker = _Strict(schema)
+    return checker
+
+
+def violations(document: Mapping[str, Any], checker: Checker) -> list[Violation]:
+    """One violation per value at fault (a missing one: at the path it is missing from, plus its key),
+    the most specific rule first, in the schema's order."""
+    generic = (
+        checker.schema.get("$defs", {}).get("labelValue") if isinstance(checker.schema, Mapping) else None
+    )
+    found: dict[Path, str] = {}
+    # A label's own rule (digits only) says more than the rule every label value follows.
+    for error in sorted(checker.iter_errors(document), key=lambda error: error.schema == generic):
+        for path, message in _described(error):
+            found.setdefault(path, message)
+    return [Violation(path, message) for path, message in found.items()]
+
+
+def _pattern(
+    checker: Checker, pattern: str, instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    # JSON Schema patterns are ECMA-262: '$' is the end of the input. Python's '$' also matches
+    # before a final newline, which would let "550\n" pass as digits only.
+    if checker.is_type(instance, "string") and re.search(_end_anchored(pattern), instance) is None:
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _end_anchored(pattern: str) -> str:
+    return pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith(r"\$") else pattern
+
+
+_Strict = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    jsonschema.Draft202012Validator, {"pattern": _pattern}
+)
+
+
+def _path(error: ValidationError) -> Path:
+    if _is_key(error):  # jsonschema reports a bad key at its mapping: point at the key itself
+        return (*error.absolute_path, str(error.instance))
+    return tuple(error.absolute_path)
+
+
+def _is_key(error: ValidationError) -> bool:
+    return "propertyNames" in error.schema_path and isinstance(error.instance, str)
+
+
+def _described(error: ValidationError) -> list[tuple[Path, str]]:
+    path = _path(error)
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    why = schema.get("description")
+    if error.validator == "required":
+        # jsonschema names each missing key only in its message: compute them all here instead.
+        return [
+            ((*path, key), f"{_where((*path, key))} is missing" + (f": {why}" if why else ""))
+            for key in _missing(error)
+        ]
+    if _is_key(error):
+        return [(path, f"label key {_shown(error.instance)}: {why or error.message}")]
+    if error.validator == "type" and path[:-1] == LABELS:  # YAML made a number or boolean of it
+        return [(path, f'{_where(path)} must be a string; quote it: "{_plain(error.instance)}"')]
+    separator = "=" if path[:-1] == LABELS else " "
+    return [(path, f"{_where(path)}{separator}{_shown(error.instance)}: {why or error.message}")]
+
+
+def _missing(error: ValidationError) -> list[str]:
+    required = error.validator_value if isinstance(error.validator_value, list) else []
+    present = error.instance if isinstance(error.instance, Mapping) else {}
+    return [str(key) for key in required if key not in present]
+
+
+def _where(path: Path) -> str:
+    if len(path) == 3 and path[:2] == LABELS:
+        return f"label {path[2]}"
+    return ".".join(str(part) for part in path) or "the document"
+
+
+def _plain(value: Any) -> str:
+    """How the value reads in YAML: what to put between the quotes."""
+    return "" if value is None else _shown(value)
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, str):
+        return repr(value)
+    return str(value) if isinstance(value, int | float) else type(value).__name__

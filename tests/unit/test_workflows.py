@@ -1,0 +1,172 @@
+"""The GitHub workflows and pre-commit hooks: actionlint (with shellcheck on every `run:`) and zizmor
+(offline) find nothing, and the rules this project keeps are checked one by one."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from tests.conftest import run_gpudrv
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = REPO / ".github" / "workflows"
+BIN = Path(sys.executable).parent
+ACTIONLINT_MODULE = REPO / "tests" / "tools" / "actionlint"
+TOOLS_CACHE = Path(os.environ.get("GPUDRV_TOOLS_CACHE") or Path.home() / ".cache" / "gpudrv" / "tools")
+PINNED = re.compile(r"^[\w.-]+/[\w.-]+(/[\w./-]+)?@[0-9a-f]{40}$")
+
+
+def load(path: Path) -> Any:
+    return YAML(typ="safe").load(path.read_text())
+
+
+def workflow(name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = load(WORKFLOWS / name)
+    return loaded
+
+
+def steps(name: str) -> list[dict[str, Any]]:
+    return [step for job in workflow(name)["jobs"].values() for step in job["steps"]]
+
+
+def actionlint() -> Path:
+    """actionlint built from the pinned Go module (tests/tools/actionlint), once per version."""
+    version = re.search(r"github.com/rhysd/actionlint (v\S+)", (ACTIONLINT_MODULE / "go.mod").read_text())
+    assert version, "tests/tools/actionlint/go.mod must require github.com/rhysd/actionlint"
+    binary = TOOLS_CACHE / f"actionlint-{version[1]}"
+    if not binary.exists():
+        TOOLS_CACHE.mkdir(parents=True, exist_ok=True)
+        partial = binary.with_suffix(f".{os.getpid()}.partial")
+        build = [
+            "go",
+            "build",
+            "-mod=readonly",
+            "-trimpath",
+            "-o",
+            str(partial),
+            "github.com/rhysd/actionlint/cmd/actionlint",
+        ]
+        result = subprocess.run(build, cwd=ACTIONLINT_MODULE, capture_output=True, text=True, check=False)
+        assert result.returncode == 0, (
+            f"building actionlint failed (needs Go and the module proxy):\n{result.stderr}"
+        )
+        partial.replace(binary)  # atomic: a concurrent run sees the whole binary or none
+    return binary
+
+
+def test_actionlint_finds_nothing() -> None:
+    shellcheck = BIN / "shellcheck"
+    assert shellcheck.exists(), "shellcheck is not installed: pip install -e '.[dev]'"
+    files = sorted(str(path) for path in WORKFLOWS.glob("*.yml"))
+    assert len(files) == 3
+    result = subprocess.run(
+        [str(actionlint()), "-no-color", "-shellcheck", str(shellcheck), "-pyflakes", "", *files],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_zizmor_finds_nothing() -> None:
+    zizmor = BIN / "zizmor"
+    assert zizmor.exists(), "zizmor is not installed: pip install -e '.[dev]'"
+    # pedantic: the regular audits plus code smells. Offline: no GitHub API (and none is reachable).
+    result = subprocess.run(
+        [str(zizmor), "--offline", "--persona", "pedantic", "--no-progress", "--format", "plain", "."],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout
+    assert "suppressed" not in result.stdout  # nothing hidden below the persona
+
+
+# --- the rules, one by one --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["pr.yml", "audit.yml", "apply.yml"])
+def test_actions_pinned_permissions_minimal_no_persisted_credentials(name: str) -> None:
+    flow = workflow(name)
+    assert flow["permissions"] == {"contents": "read"}
+    text = (WORKFLOWS / name).read_text()
+    for step in steps(name):
+        if "uses" not in step:
+            continue
+        assert PINNED.match(step["uses"]), f"{name}: {step['uses']} is not pinned by commit SHA"
+        line = next(line for line in text.splitlines() if step["uses"] in line)
+        assert re.search(r"# v\d+\.\d+\.\d+$", line), f"{name}: {line.strip()} has no version comment"
+        if step["uses"].startswith("actions/checkout@"):
+            assert step["with"]["persist-credentials"] is False
+
+
+def test_history_is_fetched_where_it_is_read() -> None:
+    for name in ("pr.yml", "apply.yml"):  # matrix impact's base; apply's image gate at origin/main
+        [checkout] = [step for step in steps(name) if step.get("uses", "").startswith("actions/checkout@")]
+        assert checkout["with"]["fetch-depth"] == 0
+
+
+def test_pr_check_runs_every_check_and_no_template_in_scripts() -> None:
+    runs = [step["run"] for step in steps("pr.yml") if "run" in step]
+    assert [run.split()[:3] for run in runs[1:]] == [
+        ["gpudrv", "matrix", "validate"],
+        ["gpudrv", "manifests", "validate"],
+        ["gpudrv", "audit", "--from"],
+        ["gpudrv", "matrix", "impact"],
+    ]
+    assert workflow("pr.yml")["env"]["FLEET"] == "clusters/lab"
+    for name in ("pr.yml", "audit.yml", "apply.yml"):
+        for step in steps(name):
+            assert "${{" not in step.get("run", ""), f"{name}: an expression inside a script can inject"
+
+
+def test_apply_is_gated_and_serialised() -> None:
+    flow = workflow("apply.yml")
+    assert flow["on"]["push"] == {"branches": ["main"], "paths": ["matrix/**", "clusters/**"]}
+    assert flow["concurrency"] == {"group": "gpudrv-apply", "cancel-in-progress": False}
+    assert flow["jobs"]["apply"]["environment"] == "production"
+    [apply] = [step["run"] for step in steps("apply.yml") if "gpudrv apply" in step.get("run", "")]
+    assert 'gpudrv apply --from "$FLEET" --merged-ref origin/main' in apply
+
+
+def test_audit_runs_on_a_schedule_and_by_hand() -> None:
+    flow = workflow("audit.yml")
+    assert set(flow["on"]) == {"schedule", "workflow_dispatch"}
+    [audit] = [step for step in steps("audit.yml") if "gpudrv audit" in step.get("run", "")]
+    assert audit["env"] == {"KUBECONFIG_DATA": "${{ secrets.KUBECONFIG }}"}
+
+
+# --- pre-commit hooks -----------------------------------------------------------------------------------
+
+
+def test_pre_commit_hooks_validate_matrix_and_manifests(lab: Path) -> None:
+    hooks = {hook["id"]: hook for hook in load(REPO / ".pre-commit-hooks.yaml")}
+    assert set(hooks) == {"gpudrv-matrix", "gpudrv-manifests"}
+    for hook in hooks.values():
+        assert (hook["language"], hook["pass_filenames"]) == ("python", False)
+    assert re.search(hooks["gpudrv-matrix"]["files"], "matrix/support-matrix.csv")
+    assert re.search(hooks["gpudrv-manifests"]["files"], "clusters/lab/nodes/lab-node-1.yml")
+    assert not re.search(hooks["gpudrv-manifests"]["files"], "matrix/support-matrix.csv")
+
+    def hook_exit(hook: str) -> int:
+        entry = shlex.split(hooks[hook]["entry"])
+        assert entry[0] == "gpudrv"
+        return run_gpudrv(*entry[1:], cwd=lab, env={"GITHUB_ACTIONS": ""}).returncode
+
+    assert (hook_exit("gpudrv-matrix"), hook_exit("gpudrv-manifests")) == (0, 0)
+    with (lab / "matrix/support-matrix.csv").open("a") as handle:
+        handle.write("r550,5.15.0-1-generic,ubuntu22.04\n")
+    node = lab / "clusters/lab/nodes/lab-node-1.yaml"
+    node.write_text(node.read_text().replace('major: "535"', "major: 535"))
+    assert (hook_exit("gpudrv-matrix"), hook_exit("gpudrv-manifests")) == (2, 2)
