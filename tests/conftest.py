@@ -21,10 +21,15 @@ def gpudrv_command() -> list[str]:
     return [str(script)]
 
 
+# Inside GitHub Actions gpudrv defaults to GitHub output; tests that want it say so in `env`.
+GITHUB_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE")
+
+
 def run_gpudrv(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
+    inherited = {key: value for key, value in os.environ.items() if key not in GITHUB_VARIABLES}
+    full_env = {**inherited, **(env or {})}
     return subprocess.run(
         [*gpudrv_command(), *args],
         cwd=cwd,

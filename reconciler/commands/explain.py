@@ -186,7 +186,7 @@ def as_github(reports: Sequence[Report]) -> str:
 
 def _annotations(report: Report) -> Iterator[str]:
     item = report.workload
-    file, line = _repo_path(item.file), item.line
+    file, line = (github.workspace_path(item.file) if item.file else None), item.line
     if report.unplaced:
         why = [f"{node}: {reason}" for node, reason in report.fit.reasons.items()]
         why += [f"scheduler: {item.scheduler}"] if item.scheduler else []
@@ -196,16 +196,6 @@ def _annotations(report: Report) -> Iterator[str]:
         level: github.Level = "error" if finding.severity is cuda.Severity.ERROR else "warning"
         title = f"{item.ref}: CUDA {finding.cuda} and the node driver"
         yield github.annotation(level, finding.message, file, line, title=title)
-
-
-def _repo_path(file: str | None) -> str | None:
-    """GitHub places annotations by path from the checkout root: the working directory in a workflow."""
-    if file is None:
-        return None
-    path = Path(file)
-    if path.is_absolute() and path.is_relative_to(Path.cwd()):
-        path = path.relative_to(Path.cwd())
-    return path.as_posix()
 
 
 RENDERERS: dict[str, Callable[[Sequence[Report]], str]] = {

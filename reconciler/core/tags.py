@@ -28,7 +28,7 @@ KERNEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 OS_TAG_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # An OCI tag: at most 128 characters of [A-Za-z0-9_.-], not starting with '.' or '-'.
 TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
-_OS_RELEASE_PATTERN = r"^[a-z0-9._-]+$"
+OS_RELEASE_PATTERN = r"^[a-z0-9._-]+$"
 
 
 @dataclass(frozen=True)
@@ -88,8 +88,8 @@ def image_key(node: Node) -> ImageKey:
     """The image a node needs, from its labels; raises TagError naming the label at fault."""
     branch = _label(node, DRIVER_MAJOR, BRANCH_PATTERN, "is not a driver branch (digits only)")
     kernel = _label(node, KERNEL, KERNEL_PATTERN, "cannot be part of an image tag")
-    os_id = _label(node, OS_ID, _OS_RELEASE_PATTERN, "is not an os-release ID (lowercase a-z, 0-9, . _ -)")
-    version = _label(node, OS_VERSION_ID, _OS_RELEASE_PATTERN, "is not an os-release VERSION_ID")
+    os_id = _label(node, OS_ID, OS_RELEASE_PATTERN, "is not an os-release ID (lowercase a-z, 0-9, . _ -)")
+    version = _label(node, OS_VERSION_ID, OS_RELEASE_PATTERN, "is not an os-release VERSION_ID")
     key = ImageKey(branch, kernel, os_tag(os_id, version))
     if not valid_tag(key.tag):
         raise TagError(node.name, invalid_tag_reason(key.tag))

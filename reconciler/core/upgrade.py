@@ -51,6 +51,11 @@ class Driver:
     def version(self) -> str:
         return f"{self.major}.{self.minor}.{self.rev}"
 
+    @property
+    def numeric(self) -> bool:
+        """Driver versions are digits, like 550.90.07; anything else in a manifest is a typo."""
+        return all(part.isascii() and part.isdigit() for part in (self.major, self.minor, self.rev))
+
     def labels(self) -> dict[str, str]:
         return dict(zip(DRIVER_KEYS, (self.major, self.minor, self.rev), strict=True))
 
@@ -153,6 +158,12 @@ def plan_node(
     target = driver(desired.labels)
     if target is None:
         return None
+    if not target.numeric:
+        return NodePlan(
+            desired.name,
+            target,
+            gates=(Gate("driver", False, f"desired driver {target.version!r} is not numeric"),),
+        )
     if live is None:
         return NodePlan(desired.name, target, gates=(Gate("node", False, "not found in the cluster"),))
     if needs_upgrade(desired, live) is None:

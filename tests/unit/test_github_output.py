@@ -166,8 +166,8 @@ def test_schema_patterns_are_the_cores() -> None:
     assert labels[tags.DRIVER_MINOR]["pattern"] == tags.BRANCH_PATTERN  # digits, as core/cuda.py reads them
     assert labels[tags.DRIVER_REV]["pattern"] == tags.BRANCH_PATTERN
     assert labels[tags.KERNEL]["pattern"] == tags.KERNEL_PATTERN
-    assert labels[tags.OS_ID]["pattern"] == tags._OS_RELEASE_PATTERN
-    assert labels[tags.OS_VERSION_ID]["pattern"] == tags._OS_RELEASE_PATTERN
+    assert labels[tags.OS_ID]["pattern"] == tags.OS_RELEASE_PATTERN
+    assert labels[tags.OS_VERSION_ID]["pattern"] == tags.OS_RELEASE_PATTERN
     assert labels[tags.GPU_PRESENT]["enum"] == ["true", "false"]
     required = SCHEMA["$defs"]["labels"]["then"]["required"]
     assert required == [tags.DRIVER_MAJOR, tags.KERNEL, tags.OS_ID, tags.OS_VERSION_ID]

@@ -116,6 +116,16 @@ def test_a_node_without_desired_driver_labels_is_not_managed() -> None:
     assert upgrade.plan_node(Node("n1", BASE), live(OLD), MERGED) is None
 
 
+@pytest.mark.parametrize("rev", ["7a", "07\n::warning::x", ""])
+def test_a_desired_driver_that_is_not_numeric_blocks(rev: str) -> None:
+    bad = Node("n1", {**BASE, **Driver("550", "90", rev).labels()})
+    plan = upgrade.plan_node(bad, live(), MERGED)
+    if rev == "":
+        assert plan is None  # no complete desired driver: not managed
+        return
+    assert gates(plan) == {"driver": (False, f"desired driver {'550.90.' + rev!r} is not numeric")}
+
+
 def test_a_declared_node_missing_live() -> None:
     assert gates(upgrade.plan_node(desired(), None, MERGED)) == {"node": (False, "not found in the cluster")}
 
