@@ -118,28 +118,51 @@ class Outcome:
 
 def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> Outcome:
     outcome = Outcome()
+    recovering_until = 0.0  # after a node finishes, its pods need time to be healthy elsewhere again
     while True:
         live = up.read_live(fleet, desired)
         settled = outcome.failed.keys() | outcome.blocked.keys() | set(outcome.done)
         plans = [p for p in up.make_plans(desired, live, images, settings.force) if p.node not in settled]
         if not plans and not settled:
             print("nothing to upgrade: every declared node runs its desired driver")
-        for plan in plans:
-            if plan.blocked and plan.node not in outcome.blocked:
-                outcome.blocked[plan.node] = "; ".join(g.detail for g in plan.gates if not g.ok)
-                print(f"{plan.node}: blocked, not cordoned: {outcome.blocked[plan.node]}")
+        _record_blocked(outcome, [p for p in plans if p.blocked and not _waits_on_budget(p)])
+        plans = [p for p in plans if p.node not in outcome.blocked]
         ready = upgrade.batch(plans, settings.max_parallel, live.pods, live.budgets)
-        if not ready:
-            return outcome
-        with ThreadPoolExecutor(max_workers=len(ready)) as pool:
-            results = list(pool.map(lambda plan: NodeRun(fleet, plan, images, settings).run(), ready))
-        for plan, (status, reason) in zip(ready, results, strict=True):
-            if status == "done":
-                outcome.done.append(plan.node)
-            elif status == "failed":
-                outcome.failed[plan.node] = reason
-            else:
-                outcome.blocked[plan.node] = reason
+        if ready:
+            _run_batch(fleet, ready, images, settings, outcome)
+            if outcome.done:
+                recovering_until = time.monotonic() + settings.drain_timeout
+            continue
+        waiting = [p for p in plans if p.blocked]
+        if waiting and time.monotonic() < recovering_until:
+            time.sleep(2)  # a budget that an upgrade in this run used up may have room again soon
+            continue
+        _record_blocked(outcome, waiting)
+        return outcome
+
+
+def _waits_on_budget(plan: NodePlan) -> bool:
+    return all(gate.name == "budget" for gate in plan.gates if not gate.ok)
+
+
+def _record_blocked(outcome: Outcome, plans: list[NodePlan]) -> None:
+    for plan in plans:
+        outcome.blocked[plan.node] = "; ".join(g.detail for g in plan.gates if not g.ok)
+        print(f"{plan.node}: blocked, not cordoned: {outcome.blocked[plan.node]}")
+
+
+def _run_batch(
+    fleet: Fleet, ready: list[NodePlan], images: Images, settings: Settings, outcome: Outcome
+) -> None:
+    with ThreadPoolExecutor(max_workers=len(ready)) as pool:
+        results = list(pool.map(lambda plan: NodeRun(fleet, plan, images, settings).run(), ready))
+    for plan, (status, reason) in zip(ready, results, strict=True):
+        if status == "done":
+            outcome.done.append(plan.node)
+        elif status == "failed":
+            outcome.failed[plan.node] = reason
+        else:
+            outcome.blocked[plan.node] = reason
 
 
 def _final_audit(fleet: Fleet, matrix_path: Path, outcome: Outcome) -> int:

@@ -371,3 +371,27 @@ def test_installer_wait_waits_for_the_node_to_report_the_driver(gitlab: GitLab) 
         "items"
     ]
     assert any(e["reason"] == "DriverUpgradeDone" for e in events)
+
+
+def transitions_by_node(output: str) -> list[tuple[str, str]]:
+    pairs = [tuple(line.split(": ", 1)) for line in output.splitlines() if ": " in line]
+    return [(node, what) for node, what in pairs if what in STATES]
+
+
+@pytest.mark.parametrize(("min_available", "together"), [(3, False), (2, True)])
+def test_max_parallel_never_exceeds_the_budget(gitlab: GitLab, min_available: int, together: bool) -> None:
+    """Two nodes to upgrade with --max-parallel 2: one at a time when the budget allows one eviction,
+    both at once when it allows two."""
+    merged_upgrade(gitlab, min_available=min_available)
+    gitlab.set_driver("lab-node-0", "550", "100", "01")  # same branch: its image is already in the matrix
+    gitlab.commit("lab-node-0: driver 550.100.01")
+    done = gitlab.gpudrv("apply", "--from", "clusters/lab", "--max-parallel", "2", "--drain-timeout", "60s")
+    assert done.returncode == 0, done.stdout
+    steps = transitions_by_node(done.stdout)
+    first_done = min(i for i, (_, what) in enumerate(steps) if what == "upgrade-done")
+    starts = [i for i, (_, what) in enumerate(steps) if what == "upgrade-required"]
+    assert len(starts) == 2
+    assert (starts[1] < first_done) is together
+    for node in ("lab-node-0", "lab-node-1"):
+        assert gitlab.labels(node)[STATE_LABEL] == "upgrade-done"
+        assert not gitlab.cordoned(node)
