@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Conflict, Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
+from reconciler.commands.progress import Progress
 from reconciler.commands.sources import valid_matrix
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
@@ -374,25 +374,3 @@ def _alive(holder: tuple[str, float]) -> bool:
         except PermissionError:
             return True
     return expires > time.time()
-
-
-class Progress:
-    """One line per transition; on a terminal, waits update a single line in place."""
-
-    def __init__(self, node: str) -> None:
-        self.node = node
-        self.tty = sys.stdout.isatty()
-        self.waiting = False
-
-    def say(self, text: str) -> None:
-        if self.waiting:
-            print(file=sys.stdout)
-            self.waiting = False
-        print(f"{self.node}: {text}", flush=True)
-
-    def wait(self, text: str) -> None:
-        if self.tty:
-            print(f"\r\033[K{self.node}: {text}", end="", flush=True)
-            self.waiting = True
-        else:
-            print(f"{self.node}: {text}", flush=True)

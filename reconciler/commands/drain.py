@@ -6,6 +6,7 @@ from reconciler.adapters import cluster
 from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
+from reconciler.commands.progress import Progress
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.errors import GpudrvError
@@ -26,7 +27,8 @@ def run(node: str, timeout: float, force: bool, preflight: bool, options: cluste
     fleet.patch_node(node, unschedulable=True)
     print(f"node/{node} cordoned")
     try:
-        Drain(fleet, node, ROLES, timeout, force).run()
+        progress = Progress(node)
+        Drain(fleet, node, ROLES, timeout, force, say=progress.say, wait=progress.wait).run()
     except DrainTimeout as exc:
         print(f"{exc}\nnode/{node} stays cordoned: `kubectl uncordon {node}` to undo")
         return FINDINGS
