@@ -130,12 +130,13 @@ class NodePlan:
 
 
 def needs_upgrade(desired: Node, live: LiveNode) -> Driver | None:
-    """The desired driver when the live node runs another, or is mid-upgrade."""
+    """The desired driver when the live node runs another, is mid-upgrade, or failed one (a failed
+    upgrade is tried again from the start, even when the driver labels already match)."""
     target = driver(desired.labels)
     if target is None:
         return None
     state = state_of(live.node.labels)
-    if driver(live.node.labels) != target or (state in ORDER and state is not State.DONE):
+    if driver(live.node.labels) != target or state not in (None, State.DONE):
         return target
     return None
 

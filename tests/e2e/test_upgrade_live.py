@@ -339,6 +339,16 @@ def test_a_drain_that_times_out_fails_and_gives_the_node_back(gitlab: GitLab) ->
     status = gitlab.gpudrv("status", "--from", "clusters/lab").stdout
     assert "upgrade-failed" in status and "drain-required: drain of lab-node-1 timed out" in status
 
+    # Once the budget has room, the next run tries the failed upgrade again from the start.
+    path = gitlab.root / "clusters/lab/workloads/pinned.yaml"
+    path.write_text(path.read_text().replace("minAvailable: 1", "minAvailable: 0"))
+    gitlab.commit("pinned-pdb: let the upgrade through")
+    retried = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    assert retried.returncode == 0, retried.stdout
+    assert [what for _, what in transitions_by_node(retried.stdout)] == STATES
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert "gpudrv.dev/upgrade-failure" not in gitlab.node("lab-node-1")["metadata"]["annotations"]  # type: ignore[index]
+
 
 def test_installer_wait_waits_for_the_node_to_report_the_driver(gitlab: GitLab) -> None:
     merged_upgrade(gitlab, min_available=3)

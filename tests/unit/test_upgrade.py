@@ -112,6 +112,13 @@ def test_a_node_mid_upgrade_is_planned_even_when_its_labels_already_match() -> N
     assert plan.in_progress
 
 
+def test_a_failed_upgrade_is_tried_again_from_the_start() -> None:
+    plan = upgrade.plan_node(desired(NEW), live(NEW, state="upgrade-failed", unschedulable=True), MERGED)
+    assert plan is not None
+    assert plan.steps == upgrade.ORDER
+    assert not plan.in_progress
+
+
 def test_a_node_without_desired_driver_labels_is_not_managed() -> None:
     assert upgrade.plan_node(Node("n1", BASE), live(OLD), MERGED) is None
 
