@@ -405,3 +405,40 @@ def test_max_parallel_never_exceeds_the_budget(gitlab: GitLab, min_available: in
     for node in ("lab-node-0", "lab-node-1"):
         assert gitlab.labels(node)[STATE_LABEL] == "upgrade-done"
         assert not gitlab.cordoned(node)
+
+
+def test_sigkill_while_waiting_for_the_driver_then_resume(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    command = [
+        *gpudrv_command(),
+        "apply",
+        "--from",
+        "clusters/lab",
+        "--installer",
+        "wait",
+        "--timeout",
+        "60s",
+    ]
+    env = {**os.environ, **gitlab.kube.env}
+    process = subprocess.Popen(
+        command, cwd=gitlab.root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    gitlab.kube.wait_for(
+        "pod-restart-required", lambda: gitlab.labels("lab-node-1").get(STATE_LABEL) == "pod-restart-required"
+    )
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=10)
+    assert gitlab.cordoned("lab-node-1")
+    driver = [
+        "nvidia.com/cuda.driver.major=550",
+        "nvidia.com/cuda.driver.minor=90",
+        "nvidia.com/cuda.driver.rev=07",
+    ]
+    gitlab.kube.run("label", "node", "lab-node-1", "--overwrite", *driver)
+    resumed = gitlab.gpudrv("apply", "--from", "clusters/lab", "--installer", "wait", "--timeout", "60s")
+    assert resumed.returncode == 0, resumed.stdout
+    assert [what for _, what in transitions_by_node(resumed.stdout)] == STATES[
+        STATES.index("pod-restart-required") :
+    ]
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert not gitlab.cordoned("lab-node-1")
