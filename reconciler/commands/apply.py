@@ -23,7 +23,6 @@ from reconciler.adapters.fleet import Conflict, Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
 from reconciler.commands.progress import Progress
-from reconciler.commands.sources import valid_matrix
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
 from reconciler.core.diff import Budget as DeclaredBudget
@@ -59,15 +58,14 @@ class Busy(Exception):
 
 
 def run(settings: Settings, options: cluster.Options) -> int:
-    valid_matrix(settings.matrix)  # 1. the matrix and the manifests must be valid before anything
-    desired = up.load_desired(settings.from_dir)
-    images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate reads the merged ref
+    desired = up.load_desired(settings.from_dir)  # 1. manifests and matrix are valid before anything
+    images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
     if settings.dry_run:
         return _dry_run(fleet, desired, images, settings)
     _sync_budgets(fleet, desired)  # 3. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
-    return _final_audit(fleet, settings.matrix, outcome)
+    return _final_audit(fleet, images.working, outcome)
 
 
 def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:
@@ -165,9 +163,8 @@ def _run_batch(
             outcome.blocked[plan.node] = reason
 
 
-def _final_audit(fleet: Fleet, matrix_path: Path, outcome: Outcome) -> int:
-    tags_now = valid_matrix(matrix_path).tags()
-    result = audit.audit([live.node for live in fleet.gpu_nodes()], tags_now)
+def _final_audit(fleet: Fleet, working_tags: frozenset[str], outcome: Outcome) -> int:
+    result = audit.audit([live.node for live in fleet.gpu_nodes()], working_tags)
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
     print(summary)

@@ -8,23 +8,15 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.core.upgrade import ORDER
 from tests.conftest import REPO
 from tests.e2e.conftest import Kube
 
 NS = "gpu-drv"
 LAB_NODES = ["lab-node-0", "lab-node-1", "lab-node-2", "lab-node-3"]
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
-# The GPU Operator's upgrade states, in order (LAB.md step 8).
-STATES = [
-    "upgrade-required",
-    "cordon-required",
-    "pod-deletion-required",
-    "drain-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-    "upgrade-done",
-]
+# The GPU Operator's upgrade states, in order; tests/unit/test_upgrade.py pins them literally.
+STATES = [str(state) for state in ORDER]
 
 
 @dataclass

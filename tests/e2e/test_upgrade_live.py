@@ -29,13 +29,18 @@ def gitlab(kube: Kube, tmp_path: Path) -> Iterator[GitLab]:
         lab.teardown()
 
 
-def merged_upgrade(lab: GitLab, min_available: int = 4) -> None:
-    """lab-node-1 to 550.90.07 with its image row, merged into main; the budget as given."""
+def branch_with_new_driver(lab: GitLab) -> None:
     lab.git("checkout", "-q", "-b", "upgrade-lab-node-1")
     lab.set_driver("lab-node-1", "550", "90", "07")
     lab.commit("lab-node-1: driver 550.90.07")
+
+
+def add_image_row(lab: GitLab) -> None:
     assert lab.gpudrv("matrix", "add", "--tag", TARGET_TAG).returncode == 0
     lab.commit("matrix: add 550 for 5.15.0-107 (#7)")
+
+
+def merge_into_main(lab: GitLab) -> None:
     lab.git("checkout", "-q", "main")
     lab.git(
         "merge",
@@ -45,6 +50,13 @@ def merged_upgrade(lab: GitLab, min_available: int = 4) -> None:
         "-m",
         "Merge pull request #7 from team/upgrade-lab-node-1",
     )
+
+
+def merged_upgrade(lab: GitLab, min_available: int = 4) -> None:
+    """lab-node-1 to 550.90.07 with its image row, merged into main; the budget as given."""
+    branch_with_new_driver(lab)
+    add_image_row(lab)
+    merge_into_main(lab)
     lab.set_min_available(min_available)
     if lab.git("status", "--porcelain"):
         lab.commit(f"trainer-pdb: minAvailable {min_available}")
@@ -55,9 +67,7 @@ def test_upgrade_the_gitops_way(gitlab: GitLab) -> None:
     before = lab.labels("lab-node-1")
 
     # The desired driver changes on a branch: the image is not in the matrix anywhere yet.
-    lab.git("checkout", "-q", "-b", "upgrade-lab-node-1")
-    lab.set_driver("lab-node-1", "550", "90", "07")
-    lab.commit("lab-node-1: driver 550.90.07")
+    branch_with_new_driver(lab)
     plan = lab.gpudrv("plan", "--from", "clusters/lab")
     assert plan.returncode == 1, plan.stderr
     assert f"[blocked] image: {TARGET_TAG} is not in matrix/support-matrix.csv on main" in plan.stdout
@@ -67,8 +77,7 @@ def test_upgrade_the_gitops_way(gitlab: GitLab) -> None:
     ]
 
     # The row is added on the branch only: apply refuses and touches nothing.
-    assert lab.gpudrv("matrix", "add", "--tag", TARGET_TAG).returncode == 0
-    lab.commit("matrix: add 550 for 5.15.0-107 (#7)")
+    add_image_row(lab)
     refused = lab.gpudrv("apply", "--from", "clusters/lab")
     assert refused.returncode == 1
     assert "only in the working tree: merge it first" in refused.stdout
@@ -76,15 +85,7 @@ def test_upgrade_the_gitops_way(gitlab: GitLab) -> None:
     assert not lab.cordoned("lab-node-1")
 
     # Merged: the image gate passes, but the budget has no room, so the node is NOT cordoned.
-    lab.git("checkout", "-q", "main")
-    lab.git(
-        "merge",
-        "-q",
-        "--no-ff",
-        "upgrade-lab-node-1",
-        "-m",
-        "Merge pull request #7 from team/upgrade-lab-node-1",
-    )
+    merge_into_main(lab)
     blocked = lab.gpudrv("apply", "--from", "clusters/lab")
     assert blocked.returncode == 1, refused.stdout + blocked.stdout
     assert "lab-node-1: blocked, not cordoned: PDB gpu-drv/trainer-pdb allows 0 disruptions" in blocked.stdout
