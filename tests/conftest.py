@@ -25,11 +25,16 @@ def gpudrv_command() -> list[str]:
 GITHUB_VARIABLES = ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE")
 
 
+def gpudrv_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without GitHub's variables, plus `env`."""
+    inherited = {key: value for key, value in os.environ.items() if key not in GITHUB_VARIABLES}
+    return {**inherited, **(env or {})}
+
+
 def run_gpudrv(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    inherited = {key: value for key, value in os.environ.items() if key not in GITHUB_VARIABLES}
-    full_env = {**inherited, **(env or {})}
+    full_env = gpudrv_env(env)
     return subprocess.run(
         [*gpudrv_command(), *args],
         cwd=cwd,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.core.upgrade import ORDER
-from tests.conftest import REPO
+from tests.conftest import REPO, gpudrv_command, gpudrv_env
 from tests.e2e.conftest import Kube
 
 NS = "gpu-drv"
@@ -52,6 +52,17 @@ class GitLab:
 
     def gpudrv(self, *args: str) -> subprocess.CompletedProcess[str]:
         return self.kube.gpudrv(*args, cwd=self.root)
+
+    def start_gpudrv(self, *args: str) -> subprocess.Popen[str]:
+        """gpudrv running in the background, to be killed or waited for by the test."""
+        return subprocess.Popen(
+            [*gpudrv_command(), *args],
+            cwd=self.root,
+            env=gpudrv_env(self.kube.env),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
 
     def set_driver(self, node: str, major: str, minor: str, rev: str) -> None:
         path = self.root / f"clusters/lab/nodes/{node}.yaml"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import time
@@ -12,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import gpudrv_command
 from tests.e2e.conftest import Kube
 from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab
 
@@ -206,14 +204,7 @@ def stuck_in_drain(lab: GitLab) -> subprocess.Popen[str]:
     lab.kube.wait_for(
         "pinned-pdb allows 1", lambda: lab.pdb_status("pinned-pdb").get("disruptionsAllowed") == 1
     )
-    process = subprocess.Popen(
-        [*gpudrv_command(), "apply", "--from", "clusters/lab", "--drain-timeout", "5m"],
-        cwd=lab.root,
-        env={**os.environ, **lab.kube.env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    process = lab.start_gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "5m")
     lab.kube.wait_for(
         "eviction refused by pinned-pdb", lambda: len(lab.running("app=pinned")) == 1, timeout=60
     )
@@ -353,13 +344,8 @@ def test_a_drain_that_times_out_fails_and_gives_the_node_back(gitlab: GitLab) ->
 
 def test_installer_wait_waits_for_the_node_to_report_the_driver(gitlab: GitLab) -> None:
     merged_upgrade(gitlab, min_available=3)
-    process = subprocess.Popen(
-        [*gpudrv_command(), "apply", "--from", "clusters/lab", "--installer", "wait", "--timeout", "60s"],
-        cwd=gitlab.root,
-        env={**os.environ, **gitlab.kube.env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    process = gitlab.start_gpudrv(
+        "apply", "--from", "clusters/lab", "--installer", "wait", "--timeout", "60s"
     )
     gitlab.kube.wait_for(
         "pod-restart-required", lambda: gitlab.labels("lab-node-1").get(STATE_LABEL) == "pod-restart-required"
@@ -410,19 +396,8 @@ def test_max_parallel_never_exceeds_the_budget(gitlab: GitLab, min_available: in
 
 def test_sigkill_while_waiting_for_the_driver_then_resume(gitlab: GitLab) -> None:
     merged_upgrade(gitlab, min_available=3)
-    command = [
-        *gpudrv_command(),
-        "apply",
-        "--from",
-        "clusters/lab",
-        "--installer",
-        "wait",
-        "--timeout",
-        "60s",
-    ]
-    env = {**os.environ, **gitlab.kube.env}
-    process = subprocess.Popen(
-        command, cwd=gitlab.root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    process = gitlab.start_gpudrv(
+        "apply", "--from", "clusters/lab", "--installer", "wait", "--timeout", "60s"
     )
     gitlab.kube.wait_for(
         "pod-restart-required", lambda: gitlab.labels("lab-node-1").get(STATE_LABEL) == "pod-restart-required"
