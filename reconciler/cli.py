@@ -10,8 +10,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reconciler import __version__
-from reconciler.adapters import github
-from reconciler.adapters.cluster import Options
+from reconciler.adapters import github, sources
+from reconciler.adapters.kube import Options
 from reconciler.commands import (
     ERROR,
     apply,
@@ -23,7 +23,6 @@ from reconciler.commands import (
     impact,
     manifest_check,
     matrix,
-    sources,
     status,
     tag,
 )

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, manifests
+from reconciler.adapters import cluster, kube, manifests
 from reconciler.core import placement
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
@@ -36,7 +36,7 @@ def load_workloads(folder: Path) -> list[Workload]:
     return list(found.values())
 
 
-def read_live(options: cluster.Options, namespace: str, pod_name: str | None) -> Live:
+def read_live(options: kube.Options, namespace: str, pod_name: str | None) -> Live:
     """All nodes, and one pod or every pod of the namespace, in name order."""
     live = cluster.connect(options)
     if pod_name is None:

@@ -17,15 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from reconciler.adapters import cluster
+from reconciler.adapters import kube
 from reconciler.adapters.drainer import Drain, DrainTimeout
-from reconciler.adapters.fleet import Conflict, Fleet
+from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
 from reconciler.commands.progress import Progress
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
-from reconciler.core.diff import Budget as DeclaredBudget
 from reconciler.core.duration import show
 from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, Images, NodePlan, State
 
@@ -57,7 +56,7 @@ class Busy(Exception):
     """Another gpudrv run holds the node."""
 
 
-def run(settings: Settings, options: cluster.Options) -> int:
+def run(settings: Settings, options: kube.Options) -> int:
     desired = up.load_desired(settings.from_dir)  # 1. manifests and matrix are valid before anything
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
@@ -81,9 +80,9 @@ def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settin
 def _budget_drift(fleet: Fleet, desired: up.Desired) -> dict[tuple[str, str], str]:
     """The declared budgets that differ live, each with what changes; unchanged ones are left alone."""
     live = [
-        DeclaredBudget(namespace, str(doc["metadata"]["name"]), doc.get("spec") or {})
+        found
         for namespace in sorted({b.namespace for b in desired.budgets})
-        for doc in fleet.cluster.disruption_budgets(namespace)
+        for found in fleet.cluster.budget_specs(namespace)
     ]
     return {
         (d.namespace, d.name): ", ".join(f"{c.name} {c.live} -> {c.desired}" for c in d.fields)
@@ -339,7 +338,7 @@ class NodeRun:
             raise Busy(f"{self.name}: being upgraded by another gpudrv run ({holder[0]}), skipped")
         try:
             self.fleet.patch_node(self.name, annotations=self._lease(), resource_version=version)
-        except Conflict:
+        except kube.Conflict:
             raise Busy(f"{self.name}: changed while gpudrv took it (another run?), skipped") from None
 
     def _release(self) -> None:

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import github
+from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK
-from reconciler.commands.sources import NodeSource, valid_matrix
 from reconciler.core.audit import AuditResult, Finding, Status, audit
 
 

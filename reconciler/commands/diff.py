@@ -12,20 +12,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, github, manifests
+from reconciler.adapters import cluster, github, kube, manifests
 from reconciler.commands import FINDINGS, OK
-from reconciler.core.diff import Budget, BudgetDrift, Change, Drift, NodeDrift, State, diff
+from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, State, diff
 
 RED, GREEN, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[0m"
 Paint = Callable[[str, str], str]
 
 
-def run(desired_dir: Path, options: cluster.Options, output: str) -> int:
+def run(desired_dir: Path, options: kube.Options, output: str) -> int:
     # Read git first: a broken manifest is reported without touching the cluster.
     nodes, budgets = manifests.load_nodes(desired_dir), manifests.load_budget_specs(desired_dir)
     live = cluster.connect(options)
     namespaces = sorted({budget.namespace for budget in budgets})
-    live_budgets = [live_budget(doc) for ns in namespaces for doc in live.disruption_budgets(ns)]
+    live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
     drift = diff(nodes, live.nodes(), budgets, live_budgets)
     if output == "github":
         github.publish(annotate(drift, desired_dir), summary(drift, desired_dir), closing(drift))
@@ -34,13 +34,6 @@ def run(desired_dir: Path, options: cluster.Options, output: str) -> int:
     else:
         print(as_text(drift, desired_dir, _paint()))
     return FINDINGS if drift.found else OK
-
-
-def live_budget(document: dict[str, Any]) -> Budget:
-    metadata = document.get("metadata") or {}
-    return Budget(
-        str(metadata.get("namespace", "")), str(metadata.get("name", "")), document.get("spec") or {}
-    )
 
 
 def as_text(drift: Drift, desired_dir: Path, paint: Paint) -> str:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.adapters import cluster
+from reconciler.adapters import kube
 from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
@@ -14,8 +14,8 @@ from reconciler.errors import GpudrvError
 ROLES = (Role.GPU, Role.OTHER, Role.FINISHED)
 
 
-def run(node: str, timeout: float, force: bool, preflight: bool, options: cluster.Options) -> int:
-    fleet = Fleet(cluster.connect(options))
+def run(node: str, timeout: float, force: bool, preflight: bool, options: kube.Options) -> int:
+    fleet = Fleet(kube.connect(options))
     if fleet.node(node) is None:
         raise GpudrvError(f"node {node} not found in the cluster at {fleet.host}")
     found = budget.blockers(fleet.pods_on(node), fleet.budgets(), force)

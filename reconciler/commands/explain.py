@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import files, github, manifests, workloads
+from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK
-from reconciler.commands.sources import NodeSource
 from reconciler.core import cuda, placement
 from reconciler.core.placement import Fit, Workload
 from reconciler.core.tags import Node

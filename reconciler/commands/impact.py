@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import git, github, schemas
+from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK
-from reconciler.commands.sources import NodeSource, valid_matrix
 from reconciler.core import matrix
 from reconciler.core.impact import Impact, NodeImpact, impact
 from reconciler.core.tags import ImageKey

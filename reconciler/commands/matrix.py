@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.adapters import files, github, schemas
+from reconciler.adapters.sources import read_matrix, require_valid
 from reconciler.commands import ERROR, OK
-from reconciler.commands.sources import read_matrix, require_valid
 from reconciler.core import matrix
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError

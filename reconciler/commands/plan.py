@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import cluster
+from reconciler.adapters import kube
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
 
@@ -15,7 +15,7 @@ def run(
     *,
     merged_ref: str | None,
     force: bool,
-    options: cluster.Options,
+    options: kube.Options,
     output: str,
 ) -> int:
     desired = up.load_desired(from_dir)

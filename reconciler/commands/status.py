@@ -7,11 +7,11 @@ import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reconciler.adapters import cluster, manifests
+from reconciler.adapters import kube, manifests
 from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import OK
 from reconciler.commands.apply import FAILURE
-from reconciler.commands.sources import valid_matrix
 from reconciler.core import audit, budget, tags, upgrade
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode, State
@@ -29,16 +29,16 @@ class Row:
     blocker: str | None
 
 
-def run_status(from_dir: Path | None, matrix_path: Path, options: cluster.Options, output: str) -> int:
+def run_status(from_dir: Path | None, matrix_path: Path, options: kube.Options, output: str) -> int:
     rows = status_rows(from_dir, matrix_path, options)
     print(json.dumps([asdict(row) for row in rows], indent=2) if output == "json" else status_table(rows))
     return OK
 
 
-def status_rows(from_dir: Path | None, matrix_path: Path, options: cluster.Options) -> list[Row]:
+def status_rows(from_dir: Path | None, matrix_path: Path, options: kube.Options) -> list[Row]:
     in_matrix = valid_matrix(matrix_path).tags()
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
-    fleet = Fleet(cluster.connect(options))
+    fleet = Fleet(kube.connect(options))
     live = sorted(fleet.gpu_nodes(), key=lambda node: node.name)
     budgets = fleet.budgets() if live else []
     return [_row(fleet, node, desired.get(node.name), in_matrix, budgets) for node in live]
@@ -108,9 +108,9 @@ def status_table(rows: list[Row]) -> str:
     )
 
 
-def run_report(matrix_path: Path, options: cluster.Options, output: str) -> int:
+def run_report(matrix_path: Path, options: kube.Options, output: str) -> int:
     parsed = valid_matrix(matrix_path)
-    nodes = sorted(Fleet(cluster.connect(options)).gpu_nodes(), key=lambda node: node.name)
+    nodes = sorted(Fleet(kube.connect(options)).gpu_nodes(), key=lambda node: node.name)
     result = audit.audit([n.node for n in nodes], parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
     per_node = {

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
-from reconciler.commands.sources import NodeSource
 from reconciler.core import tags
 from reconciler.errors import GpudrvError
 

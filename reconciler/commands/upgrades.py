@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, git, manifests, schemas
+from reconciler.adapters import git, kube, manifests, schemas
 from reconciler.adapters.fleet import Fleet
-from reconciler.commands.sources import valid_matrix
+from reconciler.adapters.sources import valid_matrix
 from reconciler.core import budget, matrix, upgrade
 from reconciler.core.diff import Budget as DeclaredBudget
 from reconciler.core.tags import Node
@@ -102,8 +102,8 @@ def make_plans(desired: Desired, live: Live, images: Images, force: bool) -> lis
     return [plan for plan in plans if plan is not None]
 
 
-def connect(options: cluster.Options) -> Fleet:
-    return Fleet(cluster.connect(options))
+def connect(options: kube.Options) -> Fleet:
+    return Fleet(kube.connect(options))
 
 
 # --- rendering ----------------------------------------------------------------------------------

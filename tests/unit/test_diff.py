@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from reconciler.adapters import kube
 from reconciler.commands import diff as diff_cmd
 from reconciler.commands import impact as impact_cmd
 from reconciler.core import diff
@@ -163,7 +164,7 @@ def test_diff_paints_only_on_a_terminal_without_no_color(monkeypatch: pytest.Mon
 
 def test_live_budget_from_api_json() -> None:
     document = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"minAvailable": 1}, "status": {}}
-    assert diff_cmd.live_budget(document) == Budget("ns", "p", {"minAvailable": 1})
+    assert kube.budget_spec(document) == Budget("ns", "p", {"minAvailable": 1})
 
 
 def test_impact_rows_and_nodes() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.adapters import cluster, files, manifests, schemas
+from reconciler.adapters import cluster, files, kube, manifests, schemas
 from reconciler.core import matrix
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -14,7 +14,7 @@ from reconciler.errors import GpudrvError
 @dataclass(frozen=True)
 class NodeSource:
     from_dir: Path | None = None
-    cluster: cluster.Options = field(default_factory=cluster.Options)
+    cluster: kube.Options = field(default_factory=kube.Options)
 
     def gpu_nodes(self) -> list[Node]:
         if self.from_dir is not None:
