@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from pathlib import Path
 
 from reconciler import __version__
@@ -14,6 +15,7 @@ from reconciler.adapters import github, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import (
     ERROR,
+    Output,
     apply,
     audit,
     diff,
@@ -53,8 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _default_output(args: argparse.Namespace) -> None:
     """Commands with GitHub output default to it inside GitHub Actions, else to text."""
-    if "output" in args and args.output is None:
-        args.output = "github" if os.environ.get("GITHUB_ACTIONS") == "true" else "text"
+    if "output" not in args:
+        return
+    if args.output is None:
+        args.output = Output.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else Output.TEXT
+    args.output = Output(args.output)
 
 
 def _error(args: argparse.Namespace, message: str) -> int:
@@ -62,7 +67,7 @@ def _error(args: argparse.Namespace, message: str) -> int:
     # own (in GitHub Actions such a line could be a workflow command).
     flat = message.replace("\r", "\\r").replace("\n", "\\n")
     print(f"gpudrv: {flat}", file=sys.stderr)
-    if getattr(args, "output", None) == "github":
+    if getattr(args, "output", None) is Output.GITHUB:
         with contextlib.suppress(GpudrvError):  # an unwritable summary: the error is already out
             github.publish(
                 [github.error_annotation(message)], _error_summary(args, message), "gpudrv: failed"
@@ -90,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, matrix_file, _output_option("github")],
+        parents=[nodes, matrix_file, _output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
     audit_cmd.set_defaults(handler=lambda a: audit.run(_source(a), a.matrix, a.output))
@@ -129,7 +134,9 @@ def _add_matrix_commands(
     verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
 
     validate = verbs.add_parser(
-        "validate", parents=[matrix_file, _output_option("github", json=False)], help="check the matrix file"
+        "validate",
+        parents=[matrix_file, _output_option(Output.GITHUB, json=False)],
+        help="check the matrix file",
     )
     validate.add_argument(
         "path", nargs="?", type=Path, metavar="PATH", help="matrix file (default: --matrix)"
@@ -178,7 +185,7 @@ def _add_matrix_git_commands(
     impact_cmd.add_argument(
         "-o",
         "--output",
-        choices=("text", "json", "markdown", "github"),
+        choices=_values(Output.TEXT, Output.JSON, Output.MARKDOWN, Output.GITHUB),
         help=f"text, json, markdown (for a PR summary) or {GITHUB_HELP}",
     )
     impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
@@ -187,7 +194,7 @@ def _add_matrix_git_commands(
 def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[_output_option("github")],
+        parents=[_output_option(Output.GITHUB)],
         help="declared node labels and PDB specs in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
@@ -225,10 +232,10 @@ def _matrix_option() -> argparse.ArgumentParser:
     return options
 
 
-def _output_option(*extra: str, json: bool = True) -> argparse.ArgumentParser:
+def _output_option(*extra: Output, json: bool = True) -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
-    choices = ("text", *(("json",) if json else ()), *extra)
-    if "github" not in extra:
+    choices = _values(Output.TEXT, *((Output.JSON,) if json else ()), *extra)
+    if Output.GITHUB not in extra:
         options.add_argument("-o", "--output", choices=choices, default="text", help="output format")
         return options
     # No default here: main() picks github inside GitHub Actions, else text.
@@ -243,7 +250,7 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
     verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
     validate = verbs.add_parser(
         "validate",
-        parents=[_output_option("github", json=False)],
+        parents=[_output_option(Output.GITHUB, json=False)],
         help="check every Node manifest against schemas/node-manifest.schema.json",
         description="Every problem as FILE:LINE: message, at the label at fault. Exit 0 valid, 2 invalid.",
     )
@@ -308,7 +315,10 @@ def _add_upgrade_commands(
         "--drain-timeout", type=_duration, default=300.0, metavar="D", help="per drain step (default 5m)"
     )
     apply_cmd.add_argument(
-        "--installer", choices=("labels", "wait"), default="labels", help="how the driver gets installed"
+        "--installer",
+        choices=_values(*apply.Installer),
+        default="labels",
+        help="how the driver gets installed",
     )
     apply_cmd.add_argument(
         "--timeout", type=_duration, default=600.0, metavar="D", help="installer=wait: how long (default 10m)"
@@ -348,7 +358,7 @@ def _apply(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         max_parallel=args.max_parallel,
         drain_timeout=args.drain_timeout,
-        installer=args.installer,
+        installer=apply.Installer(args.installer),
         install_timeout=args.timeout,
         force=args.force,
     )
@@ -363,6 +373,11 @@ def _desired(args: argparse.Namespace) -> Path:
 
 def _options(args: argparse.Namespace) -> Options:
     return Options(args.kubeconfig, args.context)
+
+
+def _values(*members: StrEnum) -> tuple[str, ...]:
+    """Plain strings for argparse: its error message shows the repr of each choice."""
+    return tuple(member.value for member in members)
 
 
 def _duration(text: str) -> float:

@@ -11,6 +11,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any
 
 from reconciler.adapters import kube
@@ -26,11 +27,17 @@ FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
 
 
+class Outcome(StrEnum):
+    EVICTED = "evicted"
+    REFUSED = "refused"  # 429 and friends, with why
+    GONE = "gone"  # the pod was already gone
+
+
 @dataclass(frozen=True)
 class Eviction:
-    """The eviction API's answer: evicted, refused (429 and friends, with why), or the pod is gone."""
+    """The eviction API's answer."""
 
-    outcome: str  # evicted, refused, gone
+    outcome: Outcome
     message: str = ""
 
 
@@ -116,12 +123,12 @@ class Fleet:
                 )
             )
         except kube.NotFound:
-            return Eviction("gone")
+            return Eviction(Outcome.GONE)
         except kube.ApiError as exc:
             if exc.status in (429, 500):  # 429: a budget said no; 500: several budgets select the pod
-                return Eviction("refused", exc.explanation())
+                return Eviction(Outcome.REFUSED, exc.explanation())
             raise
-        return Eviction("evicted")
+        return Eviction(Outcome.EVICTED)
 
     def delete_pod(self, target: budget.Pod) -> None:
         core = self.gateway.core()

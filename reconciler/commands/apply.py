@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
@@ -26,13 +27,18 @@ from reconciler.commands.progress import Progress
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
-from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, Images, NodePlan, State
+from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, GateName, Images, NodePlan, RunResult, State
 
 OWNER = "gpudrv.dev/upgrade-owner"
 FAILURE = "gpudrv.dev/upgrade-failure"
 LEASE_SECONDS = 60.0
 DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on its driver pods
 BUDGET_SETTLE_SECONDS = 30.0
+
+
+class Installer(StrEnum):
+    LABELS = "labels"  # gpudrv sets the driver labels itself (the lab's stand-in for the operator)
+    WAIT = "wait"  # the GPU Operator installs; gpudrv waits for its driver pod and GFD's labels
 
 
 @dataclass(frozen=True)
@@ -43,7 +49,7 @@ class Settings:
     dry_run: bool = False
     max_parallel: int = 1
     drain_timeout: float = 300.0
-    installer: str = "labels"
+    installer: Installer = Installer.LABELS
     install_timeout: float = 600.0
     force: bool = False
 
@@ -139,7 +145,7 @@ def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Se
 
 
 def _waits_on_budget(plan: NodePlan) -> bool:
-    return all(gate.name == "budget" for gate in plan.gates if not gate.ok)
+    return all(gate.name is GateName.BUDGET for gate in plan.gates if not gate.ok)
 
 
 def _record_blocked(outcome: Outcome, plans: list[NodePlan]) -> None:
@@ -154,9 +160,9 @@ def _run_batch(
     with ThreadPoolExecutor(max_workers=len(ready)) as pool:
         results = list(pool.map(lambda plan: NodeRun(fleet, plan, images, settings).run(), ready))
     for plan, (status, reason) in zip(ready, results, strict=True):
-        if status == "done":
+        if status is RunResult.DONE:
             outcome.done.append(plan.node)
-        elif status == "failed":
+        elif status is RunResult.FAILED:
             outcome.failed[plan.node] = reason
         else:
             outcome.blocked[plan.node] = reason
@@ -180,21 +186,21 @@ class NodeRun:
         self.progress = Progress(self.name)
         self.renewed = 0.0
 
-    def run(self) -> tuple[str, str]:
+    def run(self) -> tuple[RunResult, str]:
         try:
             self._acquire()
         except Busy as exc:
             self.progress.say(str(exc))
-            return "blocked", str(exc)
+            return RunResult.BLOCKED, str(exc)
         state = self.plan.steps[0]
         try:
             for state in self.plan.steps:
                 self._enter(state)
                 self.actions[state](self)
-            return "done", ""
+            return RunResult.DONE, ""
         except (StepFailed, DrainTimeout) as exc:
             self._fail(state, str(exc))
-            return "failed", str(exc)
+            return RunResult.FAILED, str(exc)
         finally:
             self._release()
 
@@ -223,7 +229,7 @@ class NodeRun:
         ).run()  # fmt: skip
 
     def _install(self) -> None:
-        if self.settings.installer == "labels":
+        if self.settings.installer is Installer.LABELS:
             self.fleet.patch_node(self.name, labels=self.plan.target.labels())
             self.progress.say(f"driver labels set to {self.plan.target.version}")
             return

@@ -8,17 +8,17 @@ from typing import Any
 
 from reconciler.adapters import github
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core.audit import AuditResult, Finding, Status, audit
 
 
-def run(source: NodeSource, matrix_path: Path, output: str) -> int:
+def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
     tags = valid_matrix(matrix_path).tags()
     result = audit(source.gpu_nodes(), tags)
-    if output == "github":
+    if output is Output.GITHUB:
         github.publish(annotate(result, matrix_path), summary(result, matrix_path), closing(result))
     else:
-        print(json.dumps(as_json(result), indent=2) if output == "json" else as_text(result))
+        print(json.dumps(as_json(result), indent=2) if output is Output.JSON else as_text(result))
     return OK if result.ok else FINDINGS
 
 

@@ -13,23 +13,23 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import cluster, github, kube, manifests
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, State, diff
 
 RED, GREEN, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[0m"
 Paint = Callable[[str, str], str]
 
 
-def run(desired_dir: Path, options: kube.Options, output: str) -> int:
+def run(desired_dir: Path, options: kube.Options, output: Output) -> int:
     # Read git first: a broken manifest is reported without touching the cluster.
     nodes, budgets = manifests.load_nodes(desired_dir), manifests.load_budget_specs(desired_dir)
     live = cluster.connect(options)
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
     drift = diff(nodes, live.nodes(), budgets, live_budgets)
-    if output == "github":
+    if output is Output.GITHUB:
         github.publish(annotate(drift, desired_dir), summary(drift, desired_dir), closing(drift))
-    elif output == "json":
+    elif output is Output.JSON:
         print(json.dumps(as_json(drift), indent=2))
     else:
         print(as_text(drift, desired_dir, _paint()))

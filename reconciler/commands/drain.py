@@ -19,8 +19,8 @@ def run(node: str, timeout: float, force: bool, preflight: bool, options: kube.O
     if fleet.node(node) is None:
         raise GpudrvError(f"node {node} not found in the cluster at {fleet.host}")
     found = budget.blockers(fleet.pods_on(node), fleet.budgets(), force)
-    unmanaged = [b.message for b in found if b.kind == "unmanaged"]
-    refusals = [b.message for b in found if b.kind != "unmanaged"] if preflight else []
+    unmanaged = [b.message for b in found if not b.by_budget]
+    refusals = [b.message for b in found if b.by_budget] if preflight else []
     if unmanaged or refusals:
         print(f"node/{node} not cordoned: " + "; ".join(unmanaged + refusals))
         return FINDINGS

@@ -15,7 +15,7 @@ from typing import Any
 
 from reconciler.adapters import files, github, manifests, workloads
 from reconciler.adapters.sources import NodeSource
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import cuda, placement
 from reconciler.core.placement import Fit, Workload
 from reconciler.core.tags import Node
@@ -23,7 +23,7 @@ from reconciler.errors import GpudrvError
 
 # Inside the package, so it ships in the wheel with no packaging rule of its own.
 COMPAT_FILE = Path(__file__).resolve().parent.parent / "data" / "cuda-compat.json"
-OUTPUTS = ("text", "json", "github")
+OUTPUTS = (Output.TEXT.value, Output.JSON.value, Output.GITHUB.value)
 _ALIASES = {
     "Pod": ("pod", "pods", "po"),
     "Job": ("job", "jobs"),
@@ -48,7 +48,7 @@ class Report:
         return sum(finding.severity is severity for finding in self.findings)
 
 
-def run(target: str | None, namespace: str | None, source: NodeSource, output: str) -> int:
+def run(target: str | None, namespace: str | None, source: NodeSource, output: Output) -> int:
     table = load_table()
     nodes, items = read(target, namespace, source)
     reports = [explain(item, nodes, table) for item in items]
@@ -62,11 +62,11 @@ def explain(item: Workload, nodes: Sequence[Node], table: cuda.Table) -> Report:
     return Report(item, fit, tuple(cuda.check(item.images, item.placement, admitted, table)))
 
 
-def exit_code(reports: Sequence[Report], output: str) -> int:
+def exit_code(reports: Sequence[Report], output: Output) -> int:
     """1 on a driver too old for an image; outside a PR check also when a workload fits no node
     (in a PR check that is only a warning: Pending can be intended)."""
     errors = any(report.count(cuda.Severity.ERROR) for report in reports)
-    unplaced = output != "github" and any(report.unplaced for report in reports)
+    unplaced = output is not Output.GITHUB and any(report.unplaced for report in reports)
     return FINDINGS if errors or unplaced else OK
 
 
@@ -198,8 +198,8 @@ def _annotations(report: Report) -> Iterator[str]:
         yield github.annotation(level, finding.message, file, line, title=title)
 
 
-RENDERERS: dict[str, Callable[[Sequence[Report]], str]] = {
-    "text": as_text,
-    "json": as_json,
-    "github": as_github,
+RENDERERS: dict[Output, Callable[[Sequence[Report]], str]] = {
+    Output.TEXT: as_text,
+    Output.JSON: as_json,
+    Output.GITHUB: as_github,
 }

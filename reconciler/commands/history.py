@@ -8,19 +8,19 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import git
-from reconciler.commands import OK
+from reconciler.commands import OK, Output
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.errors import GpudrvError
 
 HEADER = ("ROW", "ADDED", "REMOVED")
 
 
-def run(matrix_path: Path, output: str) -> int:
+def run(matrix_path: Path, output: Output) -> int:
     repo, repo_path = git.locate(matrix_path)
     lifetimes = git.matrix_history(repo, repo_path)
     if not lifetimes and not (Path.cwd() / matrix_path).exists():
         raise GpudrvError(f"{matrix_path}: no such file, and no commit on HEAD ever had it")
-    print(json_lines(as_json(lifetimes)) if output == "json" else as_text(lifetimes))
+    print(json_lines(as_json(lifetimes)) if output is Output.JSON else as_text(lifetimes))
     return OK
 
 

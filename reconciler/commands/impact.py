@@ -14,7 +14,7 @@ from typing import Any
 
 from reconciler.adapters import git, github, schemas
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
 from reconciler.core.impact import Impact, NodeImpact, impact
 from reconciler.core.tags import ImageKey
@@ -22,14 +22,14 @@ from reconciler.core.tags import ImageKey
 ARROW = "\u2192"
 
 
-def run(base: str, matrix_path: Path, source: NodeSource, output: str) -> int:
+def run(base: str, matrix_path: Path, source: NodeSource, output: Output) -> int:
     rows = valid_matrix(matrix_path).rows
     repo, repo_path = git.locate(matrix_path)
     text = git.read_at(repo, base, repo_path)
     # The base is history: take the rows it had, even if it also had problems.
     before = [] if text is None else [row.key for row in matrix.parse(text, schemas.load("matrix-row")).rows]
     result = impact(before, [row.key for row in rows], source.gpu_nodes())
-    if output == "github":
+    if output is Output.GITHUB:
         context = Context(base, matrix_path, {row.key: row.line for row in rows})
         github.publish(annotate(result, context), summary(result, base, repo_path), closing(result))
     else:
@@ -108,10 +108,10 @@ def _json_text(result: Impact, base: str, path: str) -> str:
     return json.dumps(as_json(result, base, path), indent=2)
 
 
-_RENDER: dict[str, Callable[[Impact, str, str], str]] = {
-    "text": as_text,
-    "markdown": as_markdown,
-    "json": _json_text,
+_RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
+    Output.TEXT: as_text,
+    Output.MARKDOWN: as_markdown,
+    Output.JSON: _json_text,
 }
 
 

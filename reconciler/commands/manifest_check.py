@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import github, manifests, positions, schemas
-from reconciler.commands import ERROR, OK
+from reconciler.commands import ERROR, OK, Output
 from reconciler.core import node_schema
 from reconciler.errors import GpudrvError
 
@@ -43,9 +43,9 @@ class Report:
         return f"{self.folder}: {manifests}, valid"
 
 
-def validate(folder: Path, output: str) -> int:
+def validate(folder: Path, output: Output) -> int:
     report = check(folder)
-    if output == "github":
+    if output is Output.GITHUB:
         github.publish(annotate(report), summary(report), report.verdict())
     else:
         for problem in report.problems:

@@ -6,15 +6,15 @@ from pathlib import Path
 
 from reconciler.adapters import files, github, schemas
 from reconciler.adapters.sources import read_matrix, require_valid
-from reconciler.commands import ERROR, OK
+from reconciler.commands import ERROR, OK, Output
 from reconciler.core import matrix
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
 
-def validate(path: Path, output: str = "text") -> int:
+def validate(path: Path, output: Output = Output.TEXT) -> int:
     _, parsed = read_matrix(path)
-    if output == "github":
+    if output is Output.GITHUB:
         github.publish(_annotations(path, parsed), _summary(path, parsed), _verdict(path, parsed))
     else:
         for problem in parsed.problems:

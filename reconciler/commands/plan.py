@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.adapters import kube
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
 
 
@@ -16,11 +16,11 @@ def run(
     merged_ref: str | None,
     force: bool,
     options: kube.Options,
-    output: str,
+    output: Output,
 ) -> int:
     desired = up.load_desired(from_dir)
     images = up.load_images(matrix_path, merged_ref)
     live = up.read_live(up.connect(options), desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
-    print(up.plan_json(plans, images) if output == "json" else up.plan_text(plans, images))
+    print(up.plan_json(plans, images) if output is Output.JSON else up.plan_text(plans, images))
     return FINDINGS if any(plan.blocked for plan in plans) else OK

@@ -10,7 +10,7 @@ from pathlib import Path
 from reconciler.adapters import kube, manifests
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import valid_matrix
-from reconciler.commands import OK
+from reconciler.commands import OK, Output
 from reconciler.commands.apply import FAILURE
 from reconciler.core import audit, budget, tags, upgrade
 from reconciler.core.tags import Node
@@ -29,9 +29,11 @@ class Row:
     blocker: str | None
 
 
-def run_status(from_dir: Path | None, matrix_path: Path, options: kube.Options, output: str) -> int:
+def run_status(from_dir: Path | None, matrix_path: Path, options: kube.Options, output: Output) -> int:
     rows = status_rows(from_dir, matrix_path, options)
-    print(json.dumps([asdict(row) for row in rows], indent=2) if output == "json" else status_table(rows))
+    print(
+        json.dumps([asdict(row) for row in rows], indent=2) if output is Output.JSON else status_table(rows)
+    )
     return OK
 
 
@@ -108,7 +110,7 @@ def status_table(rows: list[Row]) -> str:
     )
 
 
-def run_report(matrix_path: Path, options: kube.Options, output: str) -> int:
+def run_report(matrix_path: Path, options: kube.Options, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     nodes = sorted(Fleet(kube.connect(options)).gpu_nodes(), key=lambda node: node.name)
     result = audit.audit([n.node for n in nodes], parsed.tags())
@@ -117,7 +119,7 @@ def run_report(matrix_path: Path, options: kube.Options, output: str) -> int:
         n.name: {"tag": _tag(n.node), "upgrade_state": n.node.labels.get(tags.UPGRADE_STATE)} for n in nodes
     }
     data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
-    print(json.dumps(data, indent=2) if output == "json" else report_text(data))
+    print(json.dumps(data, indent=2) if output is Output.JSON else report_text(data))
     return OK
 
 

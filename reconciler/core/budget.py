@@ -130,12 +130,23 @@ def role(pod: Pod) -> Role:
     return Role.GPU if pod.gpu else Role.OTHER
 
 
+class BlockerKind(StrEnum):
+    BUDGET = "budget"  # a budget allows no disruption now
+    MULTIPLE_BUDGETS = "multiple-budgets"  # the eviction API refuses a pod that several budgets select
+    UNMANAGED = "unmanaged"  # a pod with no controller: no eviction moves it
+
+
 @dataclass(frozen=True)
 class Blocker:
     """Why draining a node would be refused right now."""
 
-    kind: str  # budget, multiple-budgets, unmanaged, stale-budget
+    kind: BlockerKind
     message: str
+
+    @property
+    def by_budget(self) -> bool:
+        """A budget's refusal, which waits can cure, unlike a pod with no controller."""
+        return self.kind is not BlockerKind.UNMANAGED
 
 
 def blockers(pods: Iterable[Pod], budgets: Sequence[Budget], force: bool = False) -> list[Blocker]:
@@ -145,7 +156,7 @@ def blockers(pods: Iterable[Pod], budgets: Sequence[Budget], force: bool = False
         kind = role(pod)
         if kind is Role.UNMANAGED and not force:
             found[f"u:{pod.ref}"] = Blocker(
-                "unmanaged", f"pod {pod.ref} has no controller (use --force to delete it)"
+                BlockerKind.UNMANAGED, f"pod {pod.ref} has no controller (use --force to delete it)"
             )
         if kind not in (Role.GPU, Role.OTHER) or pod.terminating:
             continue
@@ -159,14 +170,16 @@ def _budget_blockers(pod: Pod, covering: list[Budget]) -> list[Blocker]:
         names = ", ".join(b.ref for b in covering)
         return [
             Blocker(
-                "multiple-budgets",
+                BlockerKind.MULTIPLE_BUDGETS,
                 f"pod {pod.ref} is selected by several PDBs ({names}); eviction refuses it",
             )
         ]
     if covering and covering[0].disruptions_allowed < 1:
         budget = covering[0]
         stale = "" if budget.fresh else " (its status is not yet recomputed)"
-        return [Blocker("budget", f"PDB {budget.ref} allows 0 disruptions{stale} ({budget.numbers()})")]
+        return [
+            Blocker(BlockerKind.BUDGET, f"PDB {budget.ref} allows 0 disruptions{stale} ({budget.numbers()})")
+        ]
     return []
 
 

@@ -91,9 +91,26 @@ class LiveNode:
         return self.node.name
 
 
+class GateName(StrEnum):
+    DRIVER = "driver"  # the desired driver version is well formed
+    NODE = "node"  # the declared node exists live
+    IMAGE = "image"  # the target image is in the matrix on the merged ref
+    BUDGET = "budget"  # the disruption budgets allow the drain now
+    PODS = "pods"  # every pod on the node can be evicted
+    CORDON = "cordon"  # whether the node is left cordoned afterwards
+
+
+class RunResult(StrEnum):
+    """How one node's run of its upgrade steps ended."""
+
+    DONE = "done"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
 @dataclass(frozen=True)
 class Gate:
-    name: str  # node, image, budget, pods, cordon
+    name: GateName
     ok: bool
     detail: str
 
@@ -163,10 +180,10 @@ def plan_node(
         return NodePlan(
             desired.name,
             target,
-            gates=(Gate("driver", False, f"desired driver {target.version!r} is not numeric"),),
+            gates=(Gate(GateName.DRIVER, False, f"desired driver {target.version!r} is not numeric"),),
         )
     if live is None:
-        return NodePlan(desired.name, target, gates=(Gate("node", False, "not found in the cluster"),))
+        return NodePlan(desired.name, target, gates=(Gate(GateName.NODE, False, "not found in the cluster"),))
     if needs_upgrade(desired, live) is None:
         return None
     state = state_of(live.node.labels)
@@ -181,7 +198,7 @@ def plan_node(
     try:
         plan = replace(plan, target_tag=target_tag(live, target))
     except TagError as exc:
-        return replace(plan, gates=(Gate("image", False, f"no target tag: {exc.reason}"),))
+        return replace(plan, gates=(Gate(GateName.IMAGE, False, f"no target tag: {exc.reason}"),))
     gates = [image_gate(plan.target_tag or "", images)]
     if plan.steps[0] in BEFORE_CORDON:
         gates.extend(drain_gates(pods, budgets, force))
@@ -204,18 +221,20 @@ def image_gate(tag: str, images: Images) -> Gate:
     where = f"{images.path} on {images.ref}"
     if tag in images.merged:
         since = images.since.get(tag)
-        return Gate("image", True, f"{tag} is in {where}" + (f" since {since[:12]}" if since else ""))
+        return Gate(GateName.IMAGE, True, f"{tag} is in {where}" + (f" since {since[:12]}" if since else ""))
     hint = " (only in the working tree: merge it first)" if tag in images.working else ""
-    return Gate("image", False, f"{tag} is not in {where}{hint}")
+    return Gate(GateName.IMAGE, False, f"{tag} is not in {where}{hint}")
 
 
 def drain_gates(pods: Sequence[budget.Pod], budgets: Sequence[budget.Budget], force: bool) -> list[Gate]:
     found = budget.blockers(pods, budgets, force)
-    budget_blocks = [b.message for b in found if b.kind != "unmanaged"]
-    pod_blocks = [b.message for b in found if b.kind == "unmanaged"]
-    gates = [Gate("budget", not budget_blocks, "; ".join(budget_blocks) or budget_summary(pods, budgets))]
+    budget_blocks = [b.message for b in found if b.by_budget]
+    pod_blocks = [b.message for b in found if not b.by_budget]
+    gates = [
+        Gate(GateName.BUDGET, not budget_blocks, "; ".join(budget_blocks) or budget_summary(pods, budgets))
+    ]
     if pod_blocks:
-        gates.append(Gate("pods", False, "; ".join(pod_blocks)))
+        gates.append(Gate(GateName.PODS, False, "; ".join(pod_blocks)))
     return gates
 
 
@@ -232,8 +251,8 @@ def budget_summary(pods: Sequence[budget.Pod], budgets: Sequence[budget.Budget])
 
 def cordon_gate(plan: NodePlan) -> Gate:
     if plan.cordoned_before:
-        return Gate("cordon", True, "cordoned before the upgrade: it stays cordoned afterwards")
-    return Gate("cordon", True, "schedulable: cordoned for the upgrade, uncordoned after it")
+        return Gate(GateName.CORDON, True, "cordoned before the upgrade: it stays cordoned afterwards")
+    return Gate(GateName.CORDON, True, "schedulable: cordoned for the upgrade, uncordoned after it")
 
 
 def batch(
