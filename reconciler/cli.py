@@ -47,7 +47,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except GpudrvError as exc:
-        return _error(args, str(exc))
+        return _error(args, exc)
     except KeyboardInterrupt:
         print("gpudrv: interrupted", file=sys.stderr)
         return 130
@@ -62,16 +62,15 @@ def _default_output(args: argparse.Namespace) -> None:
     args.output = Output(args.output)
 
 
-def _error(args: argparse.Namespace, message: str) -> int:
+def _error(args: argparse.Namespace, error: GpudrvError) -> int:
     # One line, whatever the message carries: a value with a newline must not start a line of its
     # own (in GitHub Actions such a line could be a workflow command).
+    message = str(error)
     flat = message.replace("\r", "\\r").replace("\n", "\\n")
     print(f"gpudrv: {flat}", file=sys.stderr)
     if getattr(args, "output", None) is Output.GITHUB:
         with contextlib.suppress(GpudrvError):  # an unwritable summary: the error is already out
-            github.publish(
-                [github.error_annotation(message)], _error_summary(args, message), "gpudrv: failed"
-            )
+            github.publish([github.error_annotation(error)], _error_summary(args, message), "gpudrv: failed")
     return ERROR
 
 

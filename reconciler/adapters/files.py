@@ -24,7 +24,7 @@ def read_text(path: Path) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise GpudrvError(f"{path}:{line}: not UTF-8 text") from None
+        raise GpudrvError("not UTF-8 text", file=str(path), line=line) from None
 
 
 def write_atomic(path: Path, text: str) -> None:

@@ -28,8 +28,6 @@ SECTION_BUDGET = 256 * 1024
 MAX_ROWS = 500
 
 _ORIGIN = re.compile(r"(?P<file>.+):(?P<line>[0-9]+)")
-# An error message that starts with a file and line (no spaces: the start of a sentence is not a path).
-_LEADING_ORIGIN = re.compile(r"(?P<file>[^\s:]+):(?P<line>[0-9]+): (?P<rest>.+)", re.DOTALL)
 # Markdown that could turn a value into markup, a link or HTML; `|` would end a table cell.
 _MARKDOWN = re.compile(r"([\\`*_\[\]<>|~&])")
 
@@ -89,12 +87,11 @@ def workspace_path(file: str) -> str:
     return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(file).as_posix()
 
 
-def error_annotation(message: str) -> Annotation:
-    """A GpudrvError as an annotation, at its file and line when the message starts with `file:line: `."""
-    match = _LEADING_ORIGIN.fullmatch(message)
-    if match is None:
-        return Annotation("error", message, title="gpudrv")
-    return Annotation("error", match["rest"], workspace_path(match["file"]), int(match["line"]), "gpudrv")
+def error_annotation(error: GpudrvError) -> Annotation:
+    """A GpudrvError as an annotation, at its file and line when it has both."""
+    if error.file is None or error.line is None:
+        return Annotation("error", str(error), title="gpudrv")
+    return Annotation("error", error.message, workspace_path(error.file), error.line, "gpudrv")
 
 
 def count(number: int, noun: str) -> str:

@@ -35,17 +35,17 @@ class Options:
 
 
 class ApiError(GpudrvError):
-    """The API server refused a request; `message` and `causes` are its own words."""
+    """The API server refused a request; `detail` and `causes` are its own words."""
 
     def __init__(
-        self, host: str, status: int, reason: str, message: str, causes: tuple[str, ...] = ()
+        self, host: str, status: int, reason: str, detail: str, causes: tuple[str, ...] = ()
     ) -> None:
-        super().__init__(f"the cluster at {host} answered {status} {reason}: {message or 'no message'}")
-        self.status, self.reason, self.message, self.causes = status, reason, message, causes
+        super().__init__(f"the cluster at {host} answered {status} {reason}: {detail or 'no message'}")
+        self.status, self.reason, self.detail, self.causes = status, reason, detail, causes
 
     def explanation(self) -> str:
-        """The message with the causes the server gave (an eviction names the budget there)."""
-        return " ".join([self.message, *self.causes]).strip() or self.reason
+        """The server's message with its causes (an eviction names the budget there)."""
+        return " ".join([self.detail, *self.causes]).strip() or self.reason
 
 
 class NotFound(ApiError):

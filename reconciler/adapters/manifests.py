@@ -31,7 +31,7 @@ def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
             yield _line_of(document), document
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 1
-        raise GpudrvError(f"{path}:{line}: invalid YAML: {exc.problem or exc.context}") from None
+        raise GpudrvError(f"invalid YAML: {exc.problem or exc.context}", file=str(path), line=line) from None
     except YAMLError as exc:
         raise GpudrvError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
 
@@ -53,10 +53,11 @@ def load_nodes(folder: Path) -> list[Node]:
     """Every Node declared under `folder`; other kinds are ignored."""
     nodes: dict[str, Node] = {}
     for path in manifest_files(folder):
-        for node in _nodes_in(path):
+        for line, node in _nodes_in(path):
             if node.name in nodes:
+                also = nodes[node.name].origin
                 raise GpudrvError(
-                    f"{node.origin}: node {node.name} is declared twice (also {nodes[node.name].origin})"
+                    f"node {node.name} is declared twice (also {also})", file=str(path), line=line
                 )
             nodes[node.name] = node
     return list(nodes.values())
@@ -72,7 +73,9 @@ def load_budget_specs(folder: Path) -> list[Budget]:
             if key in budgets:
                 also = budgets[key].origin
                 raise GpudrvError(
-                    f"{budget.origin}: PodDisruptionBudget {budget.ref} is declared twice (also {also})"
+                    f"PodDisruptionBudget {budget.ref} is declared twice (also {also})",
+                    file=str(path),
+                    line=line,
                 )
             budgets[key] = budget
     return list(budgets.values())
@@ -84,10 +87,10 @@ def _budget(path: Path, line: int, document: dict[str, Any]) -> Budget:
     metadata = metadata if isinstance(metadata, dict) else {}
     name = metadata.get("name")
     if not isinstance(name, str) or not name:
-        raise GpudrvError(f"{origin}: PodDisruptionBudget without metadata.name")
+        raise GpudrvError("PodDisruptionBudget without metadata.name", file=str(path), line=line)
     spec = document.get("spec")
     if not isinstance(spec, dict):
-        raise GpudrvError(f"{origin}: PodDisruptionBudget {name}: spec must be a mapping")
+        raise GpudrvError(f"PodDisruptionBudget {name}: spec must be a mapping", file=str(path), line=line)
     # kubectl apply puts a manifest without a namespace in the context's; ours is always "default".
     return Budget(str(metadata.get("namespace") or "default"), name, _data(spec), origin)
 
@@ -104,16 +107,16 @@ def _data(value: Any) -> Any:
     return value
 
 
-def _nodes_in(path: Path) -> Iterator[Node]:
+def _nodes_in(path: Path) -> Iterator[tuple[int, Node]]:
     for line, document in load_documents(path):
         if not isinstance(document, dict):
             continue
         if document.get("kind") == "Node":
-            yield _node(path, line, document)
+            yield line, _node(path, line, document)
         elif document.get("kind") == "List":
             for item in document.get("items") or []:
                 if isinstance(item, dict) and item.get("kind") == "Node":
-                    yield _node(path, _line_of(item, line), item)
+                    yield _line_of(item, line), _node(path, _line_of(item, line), item)
 
 
 def _node(path: Path, line: int, document: dict[str, Any]) -> Node:
@@ -121,16 +124,20 @@ def _node(path: Path, line: int, document: dict[str, Any]) -> Node:
     metadata = document.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     if not isinstance(name, str) or not name:
-        raise GpudrvError(f"{origin}: Node without metadata.name")
+        raise GpudrvError("Node without metadata.name", file=str(path), line=line)
     labels = metadata.get("labels") if isinstance(metadata, dict) else None
     if labels is None:
         return Node(name, {}, origin)
     if not isinstance(labels, dict):
-        raise GpudrvError(f"{origin}: node {name}: metadata.labels must be a mapping")
+        raise GpudrvError(f"node {name}: metadata.labels must be a mapping", file=str(path), line=line)
     for key, value in labels.items():
         if not isinstance(value, str):
-            at = f"{path}:{_key_line(labels, key, line)}"
-            raise GpudrvError(f'{at}: node {name}: label {key} must be a string; quote it: "{_plain(value)}"')
+            at = _key_line(labels, key, line)
+            raise GpudrvError(
+                f'node {name}: label {key} must be a string; quote it: "{_plain(value)}"',
+                file=str(path),
+                line=at,
+            )
     return Node(name, {str(key): value for key, value in labels.items()}, origin)
 
 

@@ -48,6 +48,6 @@ def require_valid(path: Path, parsed: matrix.Matrix) -> matrix.Matrix:
     if parsed.problems:
         first, more = parsed.problems[0], len(parsed.problems) - 1
         tail = f" (and {more} more; run gpudrv matrix validate)" if more else ""
-        raise GpudrvError(f"{path}:{first.line}: {first.message}{tail}")
+        raise GpudrvError(f"{first.message}{tail}", file=str(path), line=first.line)
     return parsed
     return parsed

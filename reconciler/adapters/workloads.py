@@ -31,7 +31,8 @@ def load_workloads(folder: Path) -> list[Workload]:
             item = _from_manifest(path, line, document)
             key = (item.kind, item.namespace, item.name)
             if key in found:
-                raise GpudrvError(f"{item.origin}: {item.ref} is declared twice (also {found[key].origin})")
+                also = found[key].origin
+                raise GpudrvError(f"{item.ref} is declared twice (also {also})", file=str(path), line=line)
             found[key] = item
     return list(found.values())
 
@@ -61,8 +62,10 @@ def _from_manifest(path: Path, line: int, document: dict[str, Any]) -> Workload:
     try:
         return placement.workload(document, str(path), line)
     except placement.SpecError as exc:
-        where = f"{path}:{_line_at(document, exc.path, line)}"
-        raise GpudrvError(f"{where}: {document.get('kind')} {_name(document)}: {exc}") from None
+        at = _line_at(document, exc.path, line)
+        raise GpudrvError(
+            f"{document.get('kind')} {_name(document)}: {exc}", file=str(path), line=at
+        ) from None
 
 
 def _from_live(document: dict[str, Any]) -> Workload:

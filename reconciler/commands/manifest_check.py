@@ -6,7 +6,6 @@ Every problem is reported as `file:line: message` at the label (or field) at fau
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,8 +15,6 @@ from reconciler.adapters import github, manifests, positions, schemas
 from reconciler.commands import ERROR, OK, Output
 from reconciler.core import node_schema
 from reconciler.errors import GpudrvError
-
-_AT = re.compile(r"(?P<file>[^:]+):(?P<line>[0-9]+): (?P<message>.*)", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -72,9 +69,8 @@ def _nodes(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str,
     try:
         yield from manifests.documents_of_kinds(path, ("Node",))
     except GpudrvError as exc:
-        match = _AT.fullmatch(str(exc))
-        line, message = (int(match["line"]), match["message"]) if match else (1, str(exc))
-        problems.append(Problem(path, line, message))
+        located = exc.line is not None
+        problems.append(Problem(path, exc.line or 1, exc.message if located else str(exc)))
 
 
 def _schema_problems(

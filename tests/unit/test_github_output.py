@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from reconciler import cli
 from reconciler.adapters import github
-from reconciler.core import node_schema, tags
+from reconciler.core import matrix, node_schema, tags
+from reconciler.errors import GpudrvError
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/node-manifest.schema.json").read_text())
 CHECKER = node_schema.validator(SCHEMA)
@@ -80,15 +82,38 @@ def test_origins_and_paths_relative_to_the_workspace(tmp_path: Path, monkeypatch
     assert github.workspace_path("/elsewhere/n.yaml") == "/elsewhere/n.yaml"
 
 
-def test_error_annotation_takes_a_leading_file_and_line() -> None:
-    located = github.error_annotation("matrix/m.csv:5: duplicate row x (first at line 3)")
+def test_error_annotation_takes_the_errors_file_and_line() -> None:
+    error = GpudrvError("duplicate row x (first at line 3)", file="matrix/m.csv", line=5)
+    assert str(error) == "matrix/m.csv:5: duplicate row x (first at line 3)"
+    located = github.error_annotation(error)
     assert (located.file, located.line, located.message) == (
         "matrix/m.csv",
         5,
         "duplicate row x (first at line 3)",
     )
-    plain = github.error_annotation("cannot reach the cluster at https://127.0.0.1:6443: refused")
+    plain = github.error_annotation(
+        GpudrvError("cannot reach the cluster at https://127.0.0.1:6443: refused")
+    )
     assert (plain.file, plain.line) == (None, None)
+    assert plain.message == "cannot reach the cluster at https://127.0.0.1:6443: refused"
+
+
+def test_a_path_with_a_space_keeps_its_annotation(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Once parsed back from the message, `my matrix/m.csv:3: ...` lost its file: no path had a space."""
+    folder = tmp_path / "my matrix"
+    folder.mkdir()
+    (folder / "m.csv").write_text(f"{matrix.HEADER}\n550,5.15.0-1-generic,ubuntu22.04\nnot,a row\n")
+    (tmp_path / "nodes").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    code = cli.main(["audit", "--from", "nodes", "--matrix", "my matrix/m.csv", "-o", "github"])
+    out = capsys.readouterr()
+    assert code == 2
+    assert out.err.startswith("gpudrv: my matrix/m.csv:3: ")
+    assert out.out.startswith("::error file=my matrix/m.csv,line=3,title=gpudrv::")
 
 
 def test_count() -> None:

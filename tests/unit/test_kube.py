@@ -44,7 +44,7 @@ def test_statuses_become_typed_errors_with_the_servers_message(
     with pytest.raises(kind) as caught:
         gateway.write(failing(status, "Reason", {"message": "said no"}))
     assert type(caught.value) is kind and isinstance(caught.value, GpudrvError)
-    assert (caught.value.status, caught.value.message) == (status, "said no")
+    assert (caught.value.status, caught.value.detail) == (status, "said no")
     assert str(caught.value) == f"the cluster at {HOST} answered {status} Reason: said no"
 
 
