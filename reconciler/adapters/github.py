@@ -149,24 +149,24 @@ class Summary:
     lead: str = ""
     tables: Sequence[Table] = field(default_factory=tuple)
 
-    def markdown(self, budget: int = SECTION_BUDGET) -> str:
+    def markdown(self, budget: int = SECTION_BUDGET, max_rows: int = MAX_ROWS) -> str:
         lines = [f"### {self.heading}", ""] + ([self.lead, ""] if self.lead else [])
         used = _size(lines)
         for table in self.tables:
-            block = _table_lines(table, budget - used)
+            block = _table_lines(table, budget - used, max_rows)
             lines += [*block, ""]
             used += _size(block) + 1
         return "\n".join(lines)
 
 
-def _table_lines(table: Table, budget: int) -> list[str]:
+def _table_lines(table: Table, budget: int, max_rows: int) -> list[str]:
     """The table's rows in order while they fit in `budget` bytes, then one "and N more" line."""
     lines = ["| " + " | ".join(table.columns) + " |", "|" + "---|" * len(table.columns)]
     reserve = 100  # room for the closing line
     used = _size(lines) + reserve
     for count, row in enumerate(table.rows):
         line = "| " + " | ".join(row) + " |"
-        if count == MAX_ROWS or used + len(line.encode()) + 1 > budget:
+        if count == max_rows or used + len(line.encode()) + 1 > budget:
             more = len(table.rows) - count
             return [*lines, "", f"_... and {more} more; run the command locally for the full list._"]
         lines.append(line)

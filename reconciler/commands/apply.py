@@ -28,6 +28,7 @@ from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
 from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, GateName, Images, NodePlan, RunResult, State
+from reconciler.render.upgrades import plan_text
 
 OWNER = "gpudrv.dev/upgrade-owner"
 FAILURE = "gpudrv.dev/upgrade-failure"
@@ -76,7 +77,7 @@ def run(settings: Settings, options: kube.Options) -> int:
 def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, settings.force, settings.matrix)
-    print(up.plan_text(plans, images))
+    print(plan_text(plans, images))
     for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
         print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")
     print("dry run: nothing was changed")

@@ -8,18 +8,18 @@ and one pod or every pod of a namespace, and adds the scheduler's own PodSchedul
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from reconciler.adapters import files, github, manifests, workloads
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import cuda, placement
-from reconciler.core.placement import Fit, Workload
+from reconciler.core.explain import Report, explain
+from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
+from reconciler.render import explain as show
 
 # Inside the package, so it ships in the wheel with no packaging rule of its own.
 COMPAT_FILE = Path(__file__).resolve().parent.parent / "data" / "cuda-compat.json"
@@ -34,32 +34,21 @@ _ALIASES = {
 KINDS = {alias: kind for kind, aliases in _ALIASES.items() for alias in (*aliases, kind.lower())}
 
 
-@dataclass(frozen=True)
-class Report:
-    workload: Workload
-    fit: Fit
-    findings: tuple[cuda.Finding, ...]
-
-    @property
-    def unplaced(self) -> bool:
-        return not self.fit.nodes
-
-    def count(self, severity: cuda.Severity) -> int:
-        return sum(finding.severity is severity for finding in self.findings)
+RENDERERS: dict[Output, Callable[[Sequence[Report]], str]] = {
+    Output.TEXT: show.as_text,
+    Output.JSON: show.as_json,
+}
 
 
 def run(target: str | None, namespace: str | None, source: NodeSource, output: Output) -> int:
     table = load_table()
     nodes, items = read(target, namespace, source)
     reports = [explain(item, nodes, table) for item in items]
-    print(RENDERERS[output](reports))
+    if output is Output.GITHUB:
+        github.publish(show.annotate(reports), show.summary(reports), show.closing(reports))
+    else:
+        print(RENDERERS[output](reports))
     return exit_code(reports, output)
-
-
-def explain(item: Workload, nodes: Sequence[Node], table: cuda.Table) -> Report:
-    fit = placement.evaluate(item.placement, nodes)
-    admitted = [node for node in nodes if node.name in set(fit.nodes)]
-    return Report(item, fit, tuple(cuda.check(item.images, item.placement, admitted, table)))
 
 
 def exit_code(reports: Sequence[Report], output: Output) -> int:
@@ -117,89 +106,3 @@ def _select(
         for item in items
         if kind in (None, item.kind) and name in (None, item.name) and namespace in (None, item.namespace)
     ]
-
-
-# --- text ----------------------------------------------------------------------------------------
-
-
-def as_text(reports: Sequence[Report]) -> str:
-    if not reports:
-        return "no workloads to explain"
-    return "\n".join(line for report in reports for line in _text_lines(report))
-
-
-def _text_lines(report: Report) -> Iterator[str]:
-    yield f"{report.workload.ref} fits {', '.join(report.fit.nodes) or 'no node'}"
-    for node, reason in report.fit.reasons.items():
-        yield f"  {node}: {reason}"
-    if report.workload.scheduler:
-        yield f"  scheduler: {report.workload.scheduler}"
-    for finding in report.findings:
-        yield f"  {finding.severity}: {finding.message}"
-
-
-# --- json ----------------------------------------------------------------------------------------
-
-
-def as_json(reports: Sequence[Report]) -> str:
-    return json.dumps([_json(report) for report in reports], indent=2)
-
-
-def _json(report: Report) -> dict[str, Any]:
-    item = report.workload
-    return {
-        "kind": item.kind,
-        "namespace": item.namespace,
-        "name": item.name,
-        "nodes": list(report.fit.nodes),
-        "reasons": dict(report.fit.reasons),
-        "scheduler": item.scheduler,
-        "cuda": [_finding(finding) for finding in report.findings],
-        "origin": item.origin,
-    }
-
-
-def _finding(finding: cuda.Finding) -> dict[str, Any]:
-    return {
-        "severity": str(finding.severity),
-        "image": finding.image,
-        "cuda": finding.cuda,
-        "nodes": list(finding.nodes),
-        "message": finding.message,
-    }
-
-
-# --- GitHub annotations (the PR check) --------------------------------------------------------------
-
-
-def as_github(reports: Sequence[Report]) -> str:
-    lines = [annotation for report in reports for annotation in _annotations(report)]
-    unplaced = sum(report.unplaced for report in reports)
-    errors = sum(report.count(cuda.Severity.ERROR) for report in reports)
-    warnings = sum(report.count(cuda.Severity.WARNING) for report in reports)
-    lines.append(
-        f"gpudrv explain: {len(reports)} workloads, {unplaced} fit no node, "
-        f"{errors} CUDA driver errors, {warnings} CUDA driver warnings"
-    )
-    return "\n".join(lines)
-
-
-def _annotations(report: Report) -> Iterator[str]:
-    item = report.workload
-    file, line = (github.workspace_path(item.file) if item.file else None), item.line
-    if report.unplaced:
-        why = [f"{node}: {reason}" for node, reason in report.fit.reasons.items()]
-        why += [f"scheduler: {item.scheduler}"] if item.scheduler else []
-        message = "\n".join([f"{item.ref} fits no node", *why])
-        yield github.annotation("warning", message, file, line, title=f"{item.ref} fits no node")
-    for finding in report.findings:
-        level: github.Level = "error" if finding.severity is cuda.Severity.ERROR else "warning"
-        title = f"{item.ref}: CUDA {finding.cuda} and the node driver"
-        yield github.annotation(level, finding.message, file, line, title=title)
-
-
-RENDERERS: dict[Output, Callable[[Sequence[Report]], str]] = {
-    Output.TEXT: as_text,
-    Output.JSON: as_json,
-    Output.GITHUB: as_github,
-}

@@ -10,43 +10,19 @@ from reconciler.commands import ERROR, OK, Output
 from reconciler.core import matrix
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
+from reconciler.render import matrix as show
 
 
 def validate(path: Path, output: Output = Output.TEXT) -> int:
     _, parsed = read_matrix(path)
     if output is Output.GITHUB:
-        github.publish(_annotations(path, parsed), _summary(path, parsed), _verdict(path, parsed))
+        github.publish(show.annotate(path, parsed), show.summary(path, parsed), show.verdict(path, parsed))
     else:
         for problem in parsed.problems:
             print(f"{path}:{problem.line}: {problem.message}")
         if parsed.ok:
-            print(_verdict(path, parsed))
+            print(show.verdict(path, parsed))
     return OK if parsed.ok else ERROR
-
-
-def _verdict(path: Path, parsed: matrix.Matrix) -> str:
-    if parsed.ok:
-        return f"{path}: {len(parsed.rows)} rows, valid"
-    return f"{path}: {github.count(len(parsed.problems), 'problem')}"
-
-
-def _annotations(path: Path, parsed: matrix.Matrix) -> list[github.Annotation]:
-    file = github.workspace_path(str(path))
-    return [
-        github.Annotation("error", problem.message, file, problem.line, "support matrix")
-        for problem in parsed.problems
-    ]
-
-
-def _summary(path: Path, parsed: matrix.Matrix) -> github.Summary:
-    where = github.code(str(path))
-    if parsed.ok:
-        return github.Summary("gpudrv matrix validate: valid", f"{where}: {len(parsed.rows)} rows, valid.")
-    rows = [(str(problem.line), github.text(problem.message)) for problem in parsed.problems]
-    table = github.Table(("Line", "Problem"), rows)
-    problems = github.count(len(parsed.problems), "problem")
-    lead = f"{where} has {problems}; gpudrv refuses to read it until they are fixed."
-    return github.Summary("gpudrv matrix validate: invalid", lead, (table,))
 
 
 def add(path: Path, key: ImageKey) -> int:

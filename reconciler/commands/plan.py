@@ -7,6 +7,7 @@ from pathlib import Path
 from reconciler.adapters import kube
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
+from reconciler.render import upgrades as show
 
 
 def run(
@@ -22,5 +23,5 @@ def run(
     images = up.load_images(matrix_path, merged_ref)
     live = up.read_live(up.connect(options), desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
-    print(up.plan_json(plans, images) if output is Output.JSON else up.plan_text(plans, images))
+    print(show.plan_json(plans, images) if output is Output.JSON else show.plan_text(plans, images))
     return FINDINGS if any(plan.blocked for plan in plans) else OK

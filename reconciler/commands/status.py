@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
 from reconciler.adapters import kube, manifests
@@ -15,29 +14,20 @@ from reconciler.commands.apply import FAILURE
 from reconciler.core import audit, budget, tags, upgrade
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode, State
-
-
-@dataclass(frozen=True)
-class Row:
-    node: str
-    driver: str | None
-    desired: str | None
-    tag: str | None
-    in_matrix: bool
-    state: str | None
-    schedulable: bool
-    blocker: str | None
+from reconciler.render import upgrades as show
 
 
 def run_status(from_dir: Path | None, matrix_path: Path, options: kube.Options, output: Output) -> int:
     rows = status_rows(from_dir, matrix_path, options)
     print(
-        json.dumps([asdict(row) for row in rows], indent=2) if output is Output.JSON else status_table(rows)
+        json.dumps([asdict(row) for row in rows], indent=2)
+        if output is Output.JSON
+        else show.status_table(rows)
     )
     return OK
 
 
-def status_rows(from_dir: Path | None, matrix_path: Path, options: kube.Options) -> list[Row]:
+def status_rows(from_dir: Path | None, matrix_path: Path, options: kube.Options) -> list[show.Row]:
     in_matrix = valid_matrix(matrix_path).tags()
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     fleet = Fleet(kube.connect(options))
@@ -52,11 +42,11 @@ def _row(
     desired: Node | None,
     in_matrix: frozenset[str],
     budgets: list[budget.Budget],
-) -> Row:
+) -> show.Row:
     running = upgrade.driver(live.node.labels)
     wanted = upgrade.driver(desired.labels) if desired else None
     tag = _tag(live.node)
-    return Row(
+    return show.Row(
         node=live.name,
         driver=running.version if running else None,
         desired=wanted.version if wanted else None,
@@ -89,27 +79,6 @@ def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[b
     return "; ".join(b.message for b in found) or None
 
 
-def status_table(rows: list[Row]) -> str:
-    header = ("NODE", "DRIVER", "DESIRED", "TAG", "IN-MATRIX", "STATE", "SCHEDULABLE", "BLOCKER")
-    cells = [header] + [
-        (
-            r.node,
-            r.driver or "-",
-            r.desired or "-",
-            r.tag or "-",
-            "yes" if r.in_matrix else "NO",
-            r.state or "-",
-            "yes" if r.schedulable else "no",
-            r.blocker or "-",
-        )
-        for r in rows
-    ]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header) - 1)]
-    return "\n".join(
-        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]) for row in cells
-    )
-
-
 def run_report(matrix_path: Path, options: kube.Options, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     nodes = sorted(Fleet(kube.connect(options)).gpu_nodes(), key=lambda node: node.name)
@@ -119,16 +88,5 @@ def run_report(matrix_path: Path, options: kube.Options, output: Output) -> int:
         n.name: {"tag": _tag(n.node), "upgrade_state": n.node.labels.get(tags.UPGRADE_STATE)} for n in nodes
     }
     data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
-    print(json.dumps(data, indent=2) if output is Output.JSON else report_text(data))
+    print(json.dumps(data, indent=2) if output is Output.JSON else show.report_text(data))
     return OK
-
-
-def report_text(data: dict[str, object]) -> str:
-    lines = [f"NODES={data['nodes']}", f"SKEW={data['skew']}", f"MATRIX_ROWS={data['matrix_rows']}"]
-    per_node = data["per_node"]
-    assert isinstance(per_node, dict)
-    for name, facts in per_node.items():
-        key = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
-        lines.append(f"{key}_TAG={facts['tag'] or ''}")
-        lines.append(f"{key}_UPGRADE_STATE={facts['upgrade_state'] or ''}")
-    return "\n".join(lines)

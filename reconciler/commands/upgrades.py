@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reconciler.adapters import git, kube, manifests, schemas
 from reconciler.adapters.fleet import Fleet
@@ -104,55 +102,3 @@ def make_plans(desired: Desired, live: Live, images: Images, force: bool) -> lis
 
 def connect(options: kube.Options) -> Fleet:
     return Fleet(kube.connect(options))
-
-
-# --- rendering ----------------------------------------------------------------------------------
-
-
-def plan_text(plans: Sequence[NodePlan], images: Images) -> str:
-    if not plans:
-        source = f"images from {images.path} on {images.ref}"
-        return f"nothing to upgrade: every declared node runs its desired driver ({source})"
-    lines: list[str] = []
-    for plan in plans:
-        lines.extend(_node_lines(plan))
-    blocked = sum(plan.blocked for plan in plans)
-    lines.append(
-        f"{len(plans) - blocked} of {len(plans)} node(s) can proceed"
-        + (f", {blocked} blocked" if blocked else "")
-    )
-    return "\n".join(lines)
-
-
-def _node_lines(plan: NodePlan) -> list[str]:
-    live = plan.live_driver.version if plan.live_driver else "unknown"
-    head = f"{plan.node}: driver {live} -> {plan.target.version}"
-    head += f", image {plan.target_tag}" if plan.target_tag else ""
-    head += f" (now at {plan.state})" if plan.state else ""
-    lines = [head + (" BLOCKED" if plan.blocked else ""), "  steps: " + " -> ".join(plan.steps)]
-    lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in plan.gates)
-    return lines
-
-
-def plan_json(plans: Sequence[NodePlan], images: Images) -> str:
-    data = {
-        "ref": images.ref,
-        "matrix": images.path,
-        "blocked": any(plan.blocked for plan in plans),
-        "nodes": [_plan_dict(plan) for plan in plans],
-    }
-    return json.dumps(data, indent=2)
-
-
-def _plan_dict(plan: NodePlan) -> dict[str, Any]:
-    return {
-        "node": plan.node,
-        "live_driver": plan.live_driver.version if plan.live_driver else None,
-        "target_driver": plan.target.version,
-        "target_tag": plan.target_tag,
-        "state": plan.state,
-        "steps": list(plan.steps),
-        "cordoned_before": plan.cordoned_before,
-        "blocked": plan.blocked,
-        "gates": [{"name": g.name, "ok": g.ok, "detail": g.detail} for g in plan.gates],
-    }

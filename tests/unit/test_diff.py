@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import kube
-from reconciler.commands import diff as diff_cmd
-from reconciler.commands import impact as impact_cmd
 from reconciler.core import diff
 from reconciler.core.diff import Budget, BudgetDrift, Change, NodeDrift, State
 from reconciler.core.impact import NodeImpact, impact
 from reconciler.core.tags import ImageKey, Node
+from reconciler.render import diff as diff_cmd
+from reconciler.render import impact as impact_cmd
 
 MAJOR = "nvidia.com/cuda.driver.major"
 GPU = {"nvidia.com/gpu.present": "true"}
@@ -154,12 +154,12 @@ def test_diff_paints_only_on_a_terminal_without_no_color(monkeypatch: pytest.Mon
 
     monkeypatch.setattr("sys.stdout", Tty())
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert diff_cmd._paint()(diff_cmd.RED, "x") == f"{diff_cmd.RED}x{diff_cmd.RESET}"
+    assert diff_cmd.paint()(diff_cmd.RED, "x") == f"{diff_cmd.RED}x{diff_cmd.RESET}"
     monkeypatch.setenv("NO_COLOR", "1")
-    assert diff_cmd._paint()(diff_cmd.RED, "x") == "x"
+    assert diff_cmd.paint()(diff_cmd.RED, "x") == "x"
     Tty.isatty = lambda self: False  # type: ignore[method-assign]  # a pipe or a file
     monkeypatch.delenv("NO_COLOR")
-    assert diff_cmd._paint()(diff_cmd.RED, "x") == "x"
+    assert diff_cmd.paint()(diff_cmd.RED, "x") == "x"
 
 
 def test_live_budget_from_api_json() -> None:

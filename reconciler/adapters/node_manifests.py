@@ -1,0 +1,81 @@
+"""Every Node manifest under a folder against schemas/node-manifest.schema.json, all problems at once.
+
+Each problem has the file and line of the label (or field) at fault. Broken YAML in one file is one
+problem, and the other files are still read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import github, manifests, positions, schemas
+from reconciler.core import node_schema
+from reconciler.errors import GpudrvError
+
+
+@dataclass(frozen=True)
+class Problem:
+    file: Path
+    line: int
+    message: str
+
+    def text(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Report:
+    folder: Path
+    nodes: int
+    problems: tuple[Problem, ...]
+
+    def verdict(self) -> str:
+        manifests = github.count(self.nodes, "Node manifest")
+        if self.problems:
+            return f"{self.folder}: {github.count(len(self.problems), 'problem')} in {manifests}"
+        return f"{self.folder}: {manifests}, valid"
+
+
+def check(folder: Path) -> Report:
+    checker = node_schema.validator(schemas.load("node-manifest"))
+    nodes, problems = 0, list[Problem]()
+    names: dict[str, str] = {}  # node name -> where it was first declared
+    for path in manifests.manifest_files(folder):
+        for line, document in _nodes(path, problems):
+            nodes += 1
+            problems += _schema_problems(path, line, document, checker)
+            problems += _duplicate(path, line, document, names)
+    return Report(folder, nodes, tuple(problems))
+
+
+def _nodes(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """The file's Node documents; broken YAML is one problem, and the next file is still read."""
+    try:
+        yield from manifests.documents_of_kinds(path, ("Node",))
+    except GpudrvError as exc:
+        located = exc.line is not None
+        problems.append(Problem(path, exc.line or 1, exc.message if located else str(exc)))
+
+
+def _schema_problems(
+    path: Path, line: int, document: dict[str, Any], checker: node_schema.Checker
+) -> list[Problem]:
+    found = [
+        Problem(path, positions.line_of(document, violation.path, line), violation.message)
+        for violation in node_schema.violations(document, checker)
+    ]
+    return sorted(found, key=lambda problem: problem.line)
+
+
+def _duplicate(path: Path, line: int, document: dict[str, Any], names: dict[str, str]) -> list[Problem]:
+    metadata = document.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, dict) else None
+    if not isinstance(name, str):
+        return []
+    if name in names:
+        return [Problem(path, line, f"node {name} is declared twice (first at {names[name]})")]
+    names[name] = f"{path}:{line}"
+    return []

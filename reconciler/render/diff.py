@@ -1,0 +1,158 @@
+"""`gpudrv diff` output: `-` live and `+` desired lines like `kubectl diff`, JSON, or GitHub annotations
+and a step summary. Red and green only on a terminal, and never with NO_COLOR.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import github
+from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, State
+
+RED, GREEN, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[0m"
+Paint = Callable[[str, str], str]
+
+
+def as_text(drift: Drift, desired_dir: Path, paint: Paint) -> str:
+    if not drift.found:
+        return "no drift"
+    blocks = [_node_block(node, desired_dir, paint) for node in drift.nodes]
+    blocks += [_budget_block(budget, paint) for budget in drift.budgets]
+    return "\n".join(line for block in blocks for line in block)
+
+
+def as_json(drift: Drift) -> dict[str, Any]:
+    return {
+        "drift": drift.found,
+        "nodes": [
+            {"node": n.node, "state": str(n.state), "origin": n.origin, "labels": _changes(n.labels, "key")}
+            for n in drift.nodes
+        ],
+        "budgets": [
+            {
+                "namespace": b.namespace,
+                "name": b.name,
+                "state": str(b.state),
+                "origin": b.origin,
+                "fields": _changes(b.fields, "field"),
+            }
+            for b in drift.budgets
+        ],
+    }
+
+
+def _node_block(node: NodeDrift, desired_dir: Path, paint: Paint) -> list[str]:
+    if node.state is State.ABSENT:
+        return [paint(GREEN, f"+ node/{node.node}   (declared in {node.origin}; absent live)")]
+    if node.state is State.UNDECLARED:
+        return [paint(RED, f"- node/{node.node}   (live GPU node; not declared under {desired_dir})")]
+    lines = [line for change in node.labels for line in _change(change, f"{change.name}=", str, paint)]
+    return [paint(BOLD, f"node/{node.node}   ({node.origin})"), *lines]
+
+
+def _budget_block(budget: BudgetDrift, paint: Paint) -> list[str]:
+    ref = f"poddisruptionbudget/{budget.namespace}/{budget.name}"
+    if budget.state is State.ABSENT:
+        return [paint(GREEN, f"+ {ref}   (declared in {budget.origin}; absent live)")]
+    lines = [
+        line for change in budget.fields for line in _change(change, f"spec.{change.name}: ", _value, paint)
+    ]
+    return [paint(BOLD, f"{ref}   ({budget.origin})"), *lines]
+
+
+def _change(change: Change, prefix: str, show: Callable[[Any], str], paint: Paint) -> list[str]:
+    desired = paint(GREEN, f"+ {prefix}{show(change.desired)}")
+    if change.live is None:
+        return [f"{desired}   (desired; not set live)"]
+    return [f"{paint(RED, f'- {prefix}{show(change.live)}')}   (live)", f"{desired}   (desired)"]
+
+
+def _value(value: Any) -> str:
+    return json.dumps(value, sort_keys=True)
+
+
+def _changes(changes: tuple[Change, ...], name: str) -> list[dict[str, Any]]:
+    return [{name: change.name, "desired": change.desired, "live": change.live} for change in changes]
+
+
+def paint() -> Paint:
+    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+        return lambda colour, text: f"{colour}{text}{RESET}"
+    return lambda _colour, text: text
+
+
+# --- GitHub: an error on each drifted manifest, a table in the step summary ------------------------
+
+
+def annotate(drift: Drift, desired_dir: Path) -> list[github.Annotation]:
+    notes = [_node_annotation(node, desired_dir) for node in drift.nodes]
+    return notes + [_budget_annotation(budget) for budget in drift.budgets]
+
+
+def _node_annotation(node: NodeDrift, desired_dir: Path) -> github.Annotation:
+    ref = f"node/{node.node}"
+    if node.state is State.ABSENT:
+        return github.at("error", f"{ref} is declared here but absent live", node.origin, f"{ref} absent")
+    if node.state is State.UNDECLARED:
+        message = f"{ref} is a live GPU node that no manifest under {desired_dir} declares"
+        return github.at("error", message, None, f"{ref} not declared")
+    lines = [f"{ref} differs live:", *(_change_text(change, change.name, str) for change in node.labels)]
+    return github.at("error", "\n".join(lines), node.origin, f"{ref} drifted from git")
+
+
+def _budget_annotation(budget: BudgetDrift) -> github.Annotation:
+    ref = f"poddisruptionbudget/{budget.namespace}/{budget.name}"
+    if budget.state is State.ABSENT:
+        return github.at("error", f"{ref} is declared here but absent live", budget.origin, f"{ref} absent")
+    lines = [
+        f"{ref} differs live:",
+        *(_change_text(change, f"spec.{change.name}", _value) for change in budget.fields),
+    ]
+    return github.at("error", "\n".join(lines), budget.origin, f"{ref} drifted from git")
+
+
+def _change_text(change: Change, name: str, show: Callable[[Any], str]) -> str:
+    live = "not set" if change.live is None else show(change.live)
+    return f"{name}: desired {show(change.desired)}, live {live}"
+
+
+def summary(drift: Drift, desired_dir: Path) -> github.Summary:
+    where = github.code(str(desired_dir))
+    if not drift.found:
+        return github.Summary("gpudrv diff: no drift", f"The cluster matches {where}.")
+    rows = [row for node in drift.nodes for row in _node_rows(node)]
+    rows += [row for budget in drift.budgets for row in _budget_rows(budget)]
+    table = github.Table(("Object", "Field", "Desired (git)", "Live", "Declared in"), rows)
+    lead = f"The live cluster differs from {where}: {len(drift.nodes) + len(drift.budgets)} objects."
+    return github.Summary("gpudrv diff: drift", lead, (table,))
+
+
+def _node_rows(node: NodeDrift) -> list[tuple[str, ...]]:
+    ref, origin = github.code(f"node/{node.node}"), github.code(node.origin or "")
+    if node.state is State.ABSENT:
+        return [(ref, "", "declared", "**absent**", origin)]
+    if node.state is State.UNDECLARED:
+        return [(ref, "", "**not declared**", "GPU node", "")]
+    return [(ref, *_cells(change, change.name, str), origin) for change in node.labels]
+
+
+def _budget_rows(budget: BudgetDrift) -> list[tuple[str, ...]]:
+    ref = github.code(f"poddisruptionbudget/{budget.namespace}/{budget.name}")
+    origin = github.code(budget.origin or "")
+    if budget.state is State.ABSENT:
+        return [(ref, "", "declared", "**absent**", origin)]
+    return [(ref, *_cells(change, f"spec.{change.name}", _value), origin) for change in budget.fields]
+
+
+def _cells(change: Change, name: str, show: Callable[[Any], str]) -> tuple[str, str, str]:
+    live = "_not set_" if change.live is None else github.code(show(change.live))
+    return github.code(name), github.code(show(change.desired)), live
+
+
+def closing(drift: Drift) -> str:
+    return f"gpudrv diff: {len(drift.nodes)} nodes and {len(drift.budgets)} disruption budgets drifted"

@@ -1,0 +1,113 @@
+"""`gpudrv explain` output: text, JSON, or the PR check's GitHub annotations and step summary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from reconciler.adapters import github
+from reconciler.core import cuda
+from reconciler.core.explain import Report
+
+# --- text ----------------------------------------------------------------------------------------
+
+
+def as_text(reports: Sequence[Report]) -> str:
+    if not reports:
+        return "no workloads to explain"
+    return "\n".join(line for report in reports for line in _text_lines(report))
+
+
+def _text_lines(report: Report) -> Iterator[str]:
+    yield f"{report.workload.ref} fits {', '.join(report.fit.nodes) or 'no node'}"
+    for node, reason in report.fit.reasons.items():
+        yield f"  {node}: {reason}"
+    if report.workload.scheduler:
+        yield f"  scheduler: {report.workload.scheduler}"
+    for finding in report.findings:
+        yield f"  {finding.severity}: {finding.message}"
+
+
+# --- json ----------------------------------------------------------------------------------------
+
+
+def as_json(reports: Sequence[Report]) -> str:
+    return json.dumps([_json(report) for report in reports], indent=2)
+
+
+def _json(report: Report) -> dict[str, Any]:
+    item = report.workload
+    return {
+        "kind": item.kind,
+        "namespace": item.namespace,
+        "name": item.name,
+        "nodes": list(report.fit.nodes),
+        "reasons": dict(report.fit.reasons),
+        "scheduler": item.scheduler,
+        "cuda": [_finding(finding) for finding in report.findings],
+        "origin": item.origin,
+    }
+
+
+def _finding(finding: cuda.Finding) -> dict[str, Any]:
+    return {
+        "severity": str(finding.severity),
+        "image": finding.image,
+        "cuda": finding.cuda,
+        "nodes": list(finding.nodes),
+        "message": finding.message,
+    }
+
+
+# --- GitHub: the PR check's annotations at each manifest, a table in the step summary -------------
+
+
+def annotate(reports: Sequence[Report]) -> list[github.Annotation]:
+    return [annotation for report in reports for annotation in _annotations(report)]
+
+
+def _annotations(report: Report) -> Iterator[github.Annotation]:
+    item = report.workload
+    file, line = (github.workspace_path(item.file) if item.file else None), item.line
+    if report.unplaced:
+        why = [f"{node}: {reason}" for node, reason in report.fit.reasons.items()]
+        why += [f"scheduler: {item.scheduler}"] if item.scheduler else []
+        message = "\n".join([f"{item.ref} fits no node", *why])
+        yield github.Annotation("warning", message, file, line, f"{item.ref} fits no node")
+    for finding in report.findings:
+        level: github.Level = "error" if finding.severity is cuda.Severity.ERROR else "warning"
+        title = f"{item.ref}: CUDA {finding.cuda} and the node driver"
+        yield github.Annotation(level, finding.message, file, line, title)
+
+
+def summary(reports: Sequence[Report]) -> github.Summary:
+    errors = sum(report.count(cuda.Severity.ERROR) for report in reports)
+    unplaced = sum(report.unplaced for report in reports)
+    heading = (
+        f"gpudrv explain: {github.count(len(reports), 'workload')}, {unplaced} fit no node, "
+        f"{github.count(errors, 'CUDA driver error')}"
+    )
+    lead = "Where each workload may run, and whether the drivers there can run its CUDA images."
+    # Driver errors first, then workloads that fit no node: the step summary may be cut short.
+    ordered = sorted(reports, key=lambda report: (not report.count(cuda.Severity.ERROR), not report.unplaced))
+    rows = [_row(report) for report in ordered]
+    table = github.Table(("Workload", "Fits", "CUDA driver", "Manifest"), rows)
+    return github.Summary(heading, lead, (table,))
+
+
+def _row(report: Report) -> tuple[str, str, str, str]:
+    item = report.workload
+    fits = ", ".join(github.code(node) for node in report.fit.nodes) or "**no node**"
+    cuda_cells = [f"**{finding.severity}**: {github.text(finding.message)}" for finding in report.findings]
+    return github.code(item.ref), fits, "<br>".join(cuda_cells) or "ok", github.code(item.origin or "live")
+
+
+def closing(reports: Sequence[Report]) -> str:
+    unplaced = sum(report.unplaced for report in reports)
+    errors = sum(report.count(cuda.Severity.ERROR) for report in reports)
+    warnings = sum(report.count(cuda.Severity.WARNING) for report in reports)
+    return (
+        f"gpudrv explain: {len(reports)} workloads, {unplaced} fit no node, "
+        f"{errors} CUDA driver errors, {warnings} CUDA driver warnings"
+    )

@@ -1,0 +1,151 @@
+"""`gpudrv matrix impact` output: text, JSON, Markdown for a PR, or GitHub annotations and a step summary.
+
+Both Markdown forms come from the same tables, with every value escaped (github.text, github.code).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import github
+from reconciler.core.impact import Impact, NodeImpact
+from reconciler.core.tags import ImageKey
+
+ARROW = "\u2192"
+
+
+def as_text(result: Impact, base: str, path: str) -> str:
+    lines = [f"{path}: {base} {ARROW} working tree"]
+    lines += [f"+ {key.as_csv()}" for key in result.added] + [f"- {key.as_csv()}" for key in result.removed]
+    if not (result.added or result.removed):
+        lines.append("no rows added or removed")
+    lines += [f"{n.node}: {n.before} {ARROW} {n.after}  {_subject(n)}" for n in result.nodes]
+    return "\n".join(lines)
+
+
+def as_markdown(result: Impact, base: str, path: str) -> str:
+    """For a PR description by hand: the same tables as the step summary, in the matrix's order."""
+    changes = [(key, "added") for key in result.added] + [(key, "**removed**") for key in result.removed]
+    tables = [_row_table(changes)] if changes else []
+    tables += [_node_table(result.nodes, github.text)] if result.nodes else []
+    heading = f"Support matrix impact: {github.code(path)}, {github.code(base)} {ARROW} this change"
+    section = github.Summary(heading, "" if changes else "No rows added or removed.", tables)
+    return section.markdown(budget=sys.maxsize, max_rows=sys.maxsize).rstrip("\n")
+
+
+def as_json(result: Impact, base: str, path: str) -> dict[str, Any]:
+    return {
+        "base": base,
+        "matrix": path,
+        "added": [_key(key) for key in result.added],
+        "removed": [_key(key) for key in result.removed],
+        "nodes": [_node(node) for node in result.nodes],
+        "broken": [node.node for node in result.broken],
+    }
+
+
+def _subject(node: NodeImpact) -> str:
+    return node.tag if node.tag is not None else f"({node.reason})"
+
+
+def _row_table(changes: Sequence[tuple[ImageKey, str]]) -> github.Table:
+    rows = [(github.code(key.as_csv()), github.code(key.tag), change) for key, change in changes]
+    return github.Table(("Row", "Image tag", "Change"), rows)
+
+
+def _node_table(nodes: Sequence[NodeImpact], name: Callable[[str], str]) -> github.Table:
+    """`name` shows the node's name: a code span in the step summary, plain text in a PR description."""
+    return github.Table(("Node", "Image tag", "Before", "After"), [_node_cells(node, name) for node in nodes])
+
+
+def _node_cells(node: NodeImpact, name: Callable[[str], str]) -> tuple[str, str, str, str]:
+    # A manifest's values are not markup, and a pipe would end the table cell.
+    subject = github.code(node.tag) if node.tag is not None else github.text(node.reason or "")
+    after = f"**{node.after}**" if node.changed else node.after
+    return name(node.node), subject, node.before, after
+
+
+def _key(key: ImageKey) -> dict[str, str]:
+    return {"driver_branch": key.driver_branch, "kernel": key.kernel, "os_tag": key.os_tag, "tag": key.tag}
+
+
+def _node(node: NodeImpact) -> dict[str, Any]:
+    return {
+        "node": node.node,
+        "tag": node.tag,
+        "reason": node.reason,
+        "before": node.before,
+        "after": node.after,
+    }
+
+
+def json_text(result: Impact, base: str, path: str) -> str:
+    return json.dumps(as_json(result, base, path), indent=2)
+
+
+# --- GitHub: the matrix file for a removed row a node still needs, the line of a row that helps ----
+
+
+@dataclass(frozen=True)
+class Context:
+    base: str
+    matrix_path: Path
+    lines: Mapping[ImageKey, int]  # working-tree line of each row
+
+
+def annotate(result: Impact, context: Context) -> list[github.Annotation]:
+    notes = [_removed(key, result, context) for key in result.removed]
+    notes += [_added(key, result, context) for key in result.added]
+    return [note for note in notes if note is not None]
+
+
+def _removed(key: ImageKey, result: Impact, context: Context) -> github.Annotation | None:
+    broken = [node.node for node in result.broken if node.tag == key.tag]
+    if not broken:
+        return None
+    # The row is gone from the working tree, so it has no line to point at: the file it left.
+    message = (
+        f"{key.as_csv()} was in {context.base} and is removed here, but the image {key.tag} is still "
+        f"needed by {_names(broken)}: a driver pod there would be stuck in ImagePullBackOff"
+    )
+    title = f"removing {key.as_csv()} breaks {github.count(len(broken), 'GPU node')}"
+    return github.Annotation("error", message, github.workspace_path(str(context.matrix_path)), None, title)
+
+
+def _added(key: ImageKey, result: Impact, context: Context) -> github.Annotation | None:
+    fixed = [node.node for node in result.nodes if node.tag == key.tag and node.changed]
+    if not fixed:
+        return None
+    message = f"{key.as_csv()} adds the driver image {key.tag}, needed by {_names(fixed)}"
+    origin = f"{context.matrix_path}:{context.lines[key]}"
+    return github.at("notice", message, origin, f"{key.as_csv()} is needed")
+
+
+def _names(nodes: Sequence[str]) -> str:
+    shown = ", ".join(nodes[:10])
+    return f"{shown} and {len(nodes) - 10} more" if len(nodes) > 10 else shown
+
+
+def summary(result: Impact, base: str, path: str) -> github.Summary:
+    broken = github.count(len(result.broken), "GPU node")
+    heading = f"gpudrv matrix impact: {broken} would lose the driver image"
+    if not result.broken:
+        heading = "gpudrv matrix impact: no GPU node loses its driver image"
+    lead = f"{github.code(path)}, {github.code(base)} {ARROW} this change."
+    changes = [(key, "**removed**") for key in result.removed] + [(key, "added") for key in result.added]
+    # Broken nodes first, then the other changes, then the rest: the step summary may be cut short.
+    ordered = sorted(result.nodes, key=lambda node: (not node.broken, not node.changed))
+    tables = [_row_table(changes)] + ([_node_table(ordered, github.code)] if result.nodes else [])
+    return github.Summary(heading, lead, tables)
+
+
+def closing(result: Impact) -> str:
+    added, broken = github.count(len(result.added), "row"), github.count(len(result.broken), "GPU node")
+    return (
+        f"gpudrv matrix impact: {added} added, {len(result.removed)} removed, {broken} would lose the image"
+    )

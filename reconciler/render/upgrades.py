@@ -1,0 +1,102 @@
+"""Output of `gpudrv plan`, `status` and `report`: the plans, a line per GPU node, KEY=VALUE facts."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from reconciler.core.upgrade import Images, NodePlan
+from reconciler.render import table
+
+
+def plan_text(plans: Sequence[NodePlan], images: Images) -> str:
+    if not plans:
+        source = f"images from {images.path} on {images.ref}"
+        return f"nothing to upgrade: every declared node runs its desired driver ({source})"
+    lines: list[str] = []
+    for plan in plans:
+        lines.extend(_node_lines(plan))
+    blocked = sum(plan.blocked for plan in plans)
+    lines.append(
+        f"{len(plans) - blocked} of {len(plans)} node(s) can proceed"
+        + (f", {blocked} blocked" if blocked else "")
+    )
+    return "\n".join(lines)
+
+
+def _node_lines(plan: NodePlan) -> list[str]:
+    live = plan.live_driver.version if plan.live_driver else "unknown"
+    head = f"{plan.node}: driver {live} -> {plan.target.version}"
+    head += f", image {plan.target_tag}" if plan.target_tag else ""
+    head += f" (now at {plan.state})" if plan.state else ""
+    lines = [head + (" BLOCKED" if plan.blocked else ""), "  steps: " + " -> ".join(plan.steps)]
+    lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in plan.gates)
+    return lines
+
+
+def plan_json(plans: Sequence[NodePlan], images: Images) -> str:
+    data = {
+        "ref": images.ref,
+        "matrix": images.path,
+        "blocked": any(plan.blocked for plan in plans),
+        "nodes": [_plan_dict(plan) for plan in plans],
+    }
+    return json.dumps(data, indent=2)
+
+
+def _plan_dict(plan: NodePlan) -> dict[str, Any]:
+    return {
+        "node": plan.node,
+        "live_driver": plan.live_driver.version if plan.live_driver else None,
+        "target_driver": plan.target.version,
+        "target_tag": plan.target_tag,
+        "state": plan.state,
+        "steps": list(plan.steps),
+        "cordoned_before": plan.cordoned_before,
+        "blocked": plan.blocked,
+        "gates": [{"name": g.name, "ok": g.ok, "detail": g.detail} for g in plan.gates],
+    }
+
+
+@dataclass(frozen=True)
+class Row:
+    node: str
+    driver: str | None
+    desired: str | None
+    tag: str | None
+    in_matrix: bool
+    state: str | None
+    schedulable: bool
+    blocker: str | None
+
+
+def status_table(rows: list[Row]) -> str:
+    header = ("NODE", "DRIVER", "DESIRED", "TAG", "IN-MATRIX", "STATE", "SCHEDULABLE", "BLOCKER")
+    cells = [header] + [
+        (
+            r.node,
+            r.driver or "-",
+            r.desired or "-",
+            r.tag or "-",
+            "yes" if r.in_matrix else "NO",
+            r.state or "-",
+            "yes" if r.schedulable else "no",
+            r.blocker or "-",
+        )
+        for r in rows
+    ]
+    return table.columns(cells)
+
+
+def report_text(data: dict[str, object]) -> str:
+    lines = [f"NODES={data['nodes']}", f"SKEW={data['skew']}", f"MATRIX_ROWS={data['matrix_rows']}"]
+    per_node = data["per_node"]
+    assert isinstance(per_node, dict)
+    for name, facts in per_node.items():
+        key = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+        lines.append(f"{key}_TAG={facts['tag'] or ''}")
+        lines.append(f"{key}_UPGRADE_STATE={facts['upgrade_state'] or ''}")
+    return "\n".join(lines)
