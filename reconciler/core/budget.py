@@ -11,39 +11,27 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core import selectors
+from reconciler.core.selectors import Requirement
+
 GPU_RESOURCE = "nvidia.com/gpu"
 FINISHED = frozenset({"Succeeded", "Failed"})
 
 
 @dataclass(frozen=True)
-class Requirement:
-    key: str
-    operator: str  # In, NotIn, Exists, DoesNotExist
-    values: tuple[str, ...] = ()
-
-    def matches(self, labels: Mapping[str, str]) -> bool:
-        present = self.key in labels
-        if self.operator == "In":
-            return present and labels[self.key] in self.values
-        if self.operator == "NotIn":
-            return not present or labels[self.key] not in self.values
-        if self.operator == "Exists":
-            return present
-        if self.operator == "DoesNotExist":
-            return not present
-        return False  # an unknown operator selects nothing, as the API server refuses it anyway
-
-
-@dataclass(frozen=True)
 class Selector:
-    """A metav1.LabelSelector: every matchLabels pair and every expression must hold."""
+    """A metav1.LabelSelector: every matchLabels pair and every expression must hold, so an empty one
+    selects every pod. Expressions are evaluated as node affinity's are (selectors.py), without Gt/Lt."""
 
     match_labels: Mapping[str, str] = field(default_factory=dict)
     expressions: tuple[Requirement, ...] = ()
 
     def matches(self, labels: Mapping[str, str]) -> bool:
         pairs = all(labels.get(key) == value for key, value in self.match_labels.items())
-        return pairs and all(requirement.matches(labels) for requirement in self.expressions)
+        return pairs and all(
+            selectors.holds(requirement, labels, selectors.SELECTOR_OPERATORS)
+            for requirement in self.expressions
+        )
 
 
 def selector(spec: Mapping[str, Any] | None) -> Selector | None:

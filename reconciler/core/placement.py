@@ -11,15 +11,14 @@ and DoesNotExist match a node that lacks the label. Preferred affinity never dec
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.core import selectors
+from reconciler.core.selectors import IN, NOT_IN, Requirement
 from reconciler.core.tags import Node
 
-IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT = "In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"
-OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT)
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"  # preferred terms never decide feasibility
 NODE_NAME_FIELD = "metadata.name"  # the only field a node offers to matchFields
 DEFAULT_NAMESPACE = "default"
@@ -33,9 +32,6 @@ POD_SPEC_PATHS: Mapping[str, tuple[str, ...]] = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 
-_INT64 = range(-(2**63), 2**63)
-_NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)"
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
 Path = tuple[str | int, ...]
 
@@ -49,24 +45,6 @@ class SpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class Requirement:
-    """One matchExpressions (labels) or matchFields (node fields) entry."""
-
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
-
-    @property
-    def condition(self) -> str:
-        """`In [550]`, `Gt 560`, `Exists`: the requirement without its key."""
-        if self.operator in (GT, LT) and len(self.values) == 1:
-            return f"{self.operator} {self.values[0]}"
-        if self.operator in (EXISTS, DOES_NOT_EXIST) and not self.values:
-            return self.operator
-        return f"{self.operator} [{', '.join(self.values)}]"
-
-
-@dataclass(frozen=True)
 class Term:
     """One nodeSelectorTerm: every expression and every field requirement must hold."""
 
@@ -77,7 +55,7 @@ class Term:
         """Why the scheduler cannot parse this term (it then matches no node), or None."""
         if not self.expressions and not self.fields:
             return "the term is empty, and an empty term matches no node"
-        problems = [_label_problem(r) for r in self.expressions] + [_field_problem(r) for r in self.fields]
+        problems = [selectors.problem(r) for r in self.expressions] + [_field_problem(r) for r in self.fields]
         first = next((problem for problem in problems if problem), None)
         return None if first is None else f"the scheduler cannot parse the term: {first}"
 
@@ -86,7 +64,7 @@ class Term:
         if (problem := self.problem()) is not None:
             return problem
         for requirement in self.expressions:
-            if (reason := label_why_not(requirement, node.labels)) is not None:
+            if (reason := selectors.why_not(requirement, node.labels)) is not None:
                 return reason
         if not node.name:  # the scheduler skips fields for a node without a name
             return None
@@ -155,30 +133,6 @@ def evaluate(placement: Placement, nodes: Iterable[Node]) -> Fit:
     return Fit(admitted, {name: reason for name, reason in verdicts if reason is not None})
 
 
-def label_why_not(requirement: Requirement, labels: Mapping[str, str]) -> str | None:
-    """Why these labels fail the (parseable) requirement, naming the node's value; None if they pass."""
-    return _LABEL_CHECKS[requirement.operator](requirement, labels.get(requirement.key))
-
-
-def parse_int64(text: str) -> int | None:
-    """Go's strconv.ParseInt(text, 10, 64): an optional sign, ASCII digits, no spaces or underscores."""
-    if re.fullmatch(r"[+-]?[0-9]+", text) is None:
-        return None
-    number = int(text)
-    return number if number in _INT64 else None
-
-
-def valid_label_key(key: str) -> bool:
-    prefix, slash, name = key.rpartition("/")
-    if slash and not (len(prefix) <= 253 and re.fullmatch(_DNS_SUBDOMAIN, prefix)):
-        return False
-    return len(name) <= 63 and re.fullmatch(_NAME, name) is not None
-
-
-def valid_label_value(value: str) -> bool:
-    return value == "" or (len(value) <= 63 and re.fullmatch(_NAME, value) is not None)
-
-
 def dotted(path: Path) -> str:
     """`spec.affinity.nodeAffinity...nodeSelectorTerms[0].matchExpressions[1]`"""
     text = ""
@@ -190,52 +144,9 @@ def dotted(path: Path) -> str:
 # --- evaluating -------------------------------------------------------------------------------
 
 
-def _in(requirement: Requirement, value: str | None) -> str | None:
-    if value is None:
-        return f"{requirement.key} is missing ({requirement.condition})"
-    return (
-        None if value in requirement.values else f"{requirement.key}={value} is not {requirement.condition}"
-    )
-
-
-def _not_in(requirement: Requirement, value: str | None) -> str | None:
-    if value is None or value not in requirement.values:
-        return None
-    return f"{requirement.key}={value} is excluded by {requirement.condition}"
-
-
-def _exists(requirement: Requirement, value: str | None) -> str | None:
-    return f"{requirement.key} is missing (Exists)" if value is None else None
-
-
-def _does_not_exist(requirement: Requirement, value: str | None) -> str | None:
-    return None if value is None else f"{requirement.key}={value} is set (DoesNotExist)"
-
-
-def _compare(requirement: Requirement, value: str | None) -> str | None:
-    if value is None:
-        return f"{requirement.key} is missing ({requirement.condition})"
-    number = parse_int64(value)
-    if number is None:
-        return f"{requirement.key}={value} is not an integer ({requirement.condition})"
-    limit = int(requirement.values[0])  # parseable: Term.problem() checked it
-    holds = number > limit if requirement.operator == GT else number < limit
-    return None if holds else f"{requirement.key}={value} is not {requirement.condition}"
-
-
-_LABEL_CHECKS: Mapping[str, Callable[[Requirement, str | None], str | None]] = {
-    IN: _in,
-    NOT_IN: _not_in,
-    EXISTS: _exists,
-    DOES_NOT_EXIST: _does_not_exist,
-    GT: _compare,
-    LT: _compare,
-}
-
-
 def _field_why_not(requirement: Requirement, fields: Mapping[str, str]) -> str | None:
     # A field the node does not have reads as "" (fields.Set.Get), so it is never "missing".
-    return _LABEL_CHECKS[requirement.operator](requirement, fields.get(requirement.key, ""))
+    return selectors.value_why_not(requirement, fields.get(requirement.key, ""))
 
 
 def _selector_why_not(key: str, wanted: str, labels: Mapping[str, str]) -> str | None:
@@ -252,31 +163,7 @@ def _join_terms(reasons: Sequence[str]) -> str:
     return "; ".join(f"term {number}: {reason}" for number, reason in enumerate(reasons, start=1))
 
 
-# --- what the scheduler refuses to parse (labels.NewRequirement and the field selector) ----------
-
-
-def _label_problem(requirement: Requirement) -> str | None:
-    key, operator, values = requirement.key, requirement.operator, requirement.values
-    if not valid_label_key(key):
-        return f"{key!r} is not a valid label key"
-    if operator not in OPERATORS:
-        return f"{key}: unknown operator {operator!r} (In, NotIn, Exists, DoesNotExist, Gt, Lt)"
-    if (count := _count_problem(operator, len(values))) is not None:
-        return f"{key} {operator}: {count}"
-    if operator in (GT, LT) and parse_int64(values[0]) is None:
-        return f"{key} {operator}: the value {values[0]!r} is not an integer"
-    bad = next((value for value in values if not valid_label_value(value)), None)
-    return None if bad is None else f"{key} {operator}: {bad!r} is not a valid label value"
-
-
-def _count_problem(operator: str, count: int) -> str | None:
-    if operator in (IN, NOT_IN) and count == 0:
-        return "needs at least one value"
-    if operator in (EXISTS, DOES_NOT_EXIST) and count:
-        return "takes no values"
-    if operator in (GT, LT) and count != 1:
-        return "needs exactly one value"
-    return None
+# --- what the scheduler refuses to parse in matchFields (labels: selectors.problem) --------------
 
 
 def _field_problem(requirement: Requirement) -> str | None:

@@ -10,7 +10,8 @@ import pytest
 
 from reconciler.core import cuda
 from reconciler.core.cuda import Severity, Version
-from reconciler.core.placement import Placement, Requirement, Term
+from reconciler.core.placement import Placement, Term
+from reconciler.core.selectors import Requirement
 from reconciler.core.tags import DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, Node
 
 DATA = Path(__file__).resolve().parents[2] / "reconciler" / "data" / "cuda-compat.json"

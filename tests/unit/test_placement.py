@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import placement
-from reconciler.core.placement import Placement, Requirement, SpecError, Term
+from reconciler.core import placement, selectors
+from reconciler.core.placement import Placement, SpecError, Term
+from reconciler.core.selectors import Requirement
 from reconciler.core.tags import Node
 
 MAJOR = "nvidia.com/cuda.driver.major"
@@ -93,7 +94,7 @@ def test_gt_lt_never_match_a_label_that_is_not_an_int64(operator: str, value: st
     ],
 )
 def test_parse_int64_is_go_strconv(text: str, expected: int | None) -> None:
-    assert placement.parse_int64(text) == expected
+    assert selectors.parse_int64(text) == expected
 
 
 # --- what the scheduler cannot parse: the term matches no node, other terms still count -----------
@@ -256,7 +257,7 @@ def test_expressions_and_fields_in_one_term_are_anded() -> None:
     ],
 )
 def test_valid_label_key(key: str, valid: bool) -> None:
-    assert placement.valid_label_key(key) is valid
+    assert selectors.valid_label_key(key) is valid
 
 
 def test_label_keys_collects_selector_and_expression_keys() -> None:

@@ -294,6 +294,16 @@ def test_pod_roles_follow_kubectl_drain(pod: Pod, expected: Role) -> None:
         ({"matchExpressions": [{"key": "tier", "operator": "Exists"}]}, {"tier": ""}, True),
         ({"matchExpressions": [{"key": "tier", "operator": "DoesNotExist"}]}, {"tier": "a"}, False),
         ({"matchExpressions": [{"key": "tier", "operator": "Bogus"}]}, {"tier": "a"}, False),
+        # LabelSelectorAsSelector knows no Gt or Lt (node affinity does), and refuses what cannot parse:
+        ({"matchExpressions": [{"key": "gen", "operator": "Gt", "values": ["1"]}]}, {"gen": "2"}, False),
+        ({"matchExpressions": [{"key": "tier", "operator": "NotIn", "values": []}]}, {}, False),
+        (
+            {"matchExpressions": [{"key": "tier", "operator": "Exists", "values": ["a"]}]},
+            {"tier": "a"},
+            False,
+        ),
+        ({"matchExpressions": [{"key": "-bad", "operator": "DoesNotExist"}]}, {}, False),
+        ({}, {"any": "pod"}, True),  # policy/v1: an empty selector selects every pod
     ],
 )
 def test_label_selectors(spec: dict[str, object], labels: dict[str, str], matches: bool) -> None:
