@@ -23,15 +23,22 @@ from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
-from reconciler.commands.progress import Progress
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
-from reconciler.core.upgrade import INITIAL_UNSCHEDULABLE, GateName, Images, NodePlan, RunResult, State
+from reconciler.core.upgrade import (
+    FAILURE,
+    INITIAL_UNSCHEDULABLE,
+    OWNER,
+    GateName,
+    Images,
+    NodePlan,
+    RunResult,
+    State,
+)
+from reconciler.render.progress import Progress
 from reconciler.render.upgrades import plan_text
 
-OWNER = "gpudrv.dev/upgrade-owner"
-FAILURE = "gpudrv.dev/upgrade-failure"
 LEASE_SECONDS = 60.0
 DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on its driver pods
 BUDGET_SETTLE_SECONDS = 30.0

@@ -6,10 +6,10 @@ from reconciler.adapters import kube
 from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
-from reconciler.commands.progress import Progress
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.errors import GpudrvError
+from reconciler.render.progress import Progress
 
 ROLES = (Role.GPU, Role.OTHER, Role.FINISHED)
 

@@ -10,10 +10,9 @@ from reconciler.adapters import kube, manifests
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import OK, Output
-from reconciler.commands.apply import FAILURE
 from reconciler.core import audit, budget, tags, upgrade
 from reconciler.core.tags import Node
-from reconciler.core.upgrade import LiveNode, State
+from reconciler.core.upgrade import FAILURE, LiveNode, State
 from reconciler.render import upgrades as show
 
 

@@ -206,7 +206,10 @@ def plan_node(
     return replace(plan, gates=tuple(gates))
 
 
+# Annotations gpudrv keeps on a node during an upgrade: apply writes them, status reads them.
 INITIAL_UNSCHEDULABLE = "gpudrv.dev/initial-unschedulable"
+OWNER = "gpudrv.dev/upgrade-owner"  # the run holding the node, and until when (a lease)
+FAILURE = "gpudrv.dev/upgrade-failure"  # why the last upgrade failed, and at which step
 
 
 def cordoned_before(live: LiveNode) -> bool:
