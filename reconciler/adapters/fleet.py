@@ -158,14 +158,6 @@ class Fleet:
             )
         )
 
-    def read_budget(self, namespace: str, name: str) -> budget.Budget | None:
-        policy = self.gateway.policy()
-        found = self.gateway.read(
-            lambda: policy.read_namespaced_pod_disruption_budget_with_http_info(name, namespace, **raw()),
-            missing_ok=True,
-        )
-        return None if found is None else kube.disruption_budget(found)
-
     def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
         """A Node event, so `kubectl describe node` and `kubectl get events` show what gpudrv did."""
         now = datetime.now(UTC)

@@ -241,7 +241,6 @@ def disruption_budget(document: Mapping[str, Any]) -> budget.Budget:
         current_healthy=int(status.get("currentHealthy", 0)),
         desired_healthy=int(status.get("desiredHealthy", 0)),
         disruptions_allowed=int(status.get("disruptionsAllowed", 0)),
-        expected_pods=int(status.get("expectedPods", 0)),
         fresh=int(status.get("observedGeneration", 0)) >= int(metadata.get("generation", 0)),
     )
 

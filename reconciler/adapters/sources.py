@@ -50,4 +50,3 @@ def require_valid(path: Path, parsed: matrix.Matrix) -> matrix.Matrix:
         tail = f" (and {more} more; run gpudrv matrix validate)" if more else ""
         raise GpudrvError(f"{first.message}{tail}", file=str(path), line=first.line)
     return parsed
-    return parsed

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, kube, manifests
+from reconciler.adapters import cluster, kube, manifests, positions
 from reconciler.core import placement
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
@@ -62,7 +61,7 @@ def _from_manifest(path: Path, line: int, document: dict[str, Any]) -> Workload:
     try:
         return placement.workload(document, str(path), line)
     except placement.SpecError as exc:
-        at = _line_at(document, exc.path, line)
+        at = positions.line_of(document, exc.path, line)
         raise GpudrvError(
             f"{document.get('kind')} {_name(document)}: {exc}", file=str(path), line=at
         ) from None
@@ -80,15 +79,3 @@ def _name(document: dict[str, Any]) -> str:
     metadata = document.get("metadata")
     name = metadata.get("name") if isinstance(metadata, dict) else None
     return str(name or "(no name)")
-
-
-def _line_at(document: Any, path: Sequence[str | int], default: int) -> int:
-    """The line of the deepest node along `path` that ruamel can place."""
-    line, node = default, document
-    for step in path:
-        try:
-            position = node.lc.item(step) if isinstance(step, int) else node.lc.key(step)
-            line, node = int(position[0]) + 1, node[step]
-        except (AttributeError, KeyError, IndexError, TypeError):
-            break
-    return line

@@ -1,4 +1,8 @@
-"""One module per verb; each `run` takes plain values, prints, and returns the exit code."""
+"""One module per verb, and upgrades.py for the steps plan, apply and status share.
+
+A verb's function takes plain values from the CLI, reads through the adapters, computes with the
+core, prints what a renderer (reconciler.render) makes of the result, and returns the exit code.
+"""
 
 from enum import StrEnum
 

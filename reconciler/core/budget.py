@@ -55,7 +55,6 @@ class Budget:
     current_healthy: int = 0
     desired_healthy: int = 0
     disruptions_allowed: int = 0
-    expected_pods: int = 0
     fresh: bool = True  # status.observedGeneration caught up with the spec
 
     @property

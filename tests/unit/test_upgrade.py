@@ -48,7 +48,7 @@ TRAINER = Pod("ml", "trainer-1", {"app": "trainer"}, owner_kind="ReplicaSet")
 def pdb(allowed: int, fresh: bool = True, name: str = "trainer-pdb") -> Budget:
     return Budget(
         "ml", name, Selector({"app": "trainer"}), min_available=4, current_healthy=4,
-        desired_healthy=4 - allowed, disruptions_allowed=allowed, expected_pods=4, fresh=fresh,
+        desired_healthy=4 - allowed, disruptions_allowed=allowed, fresh=fresh,
     )  # fmt: skip
 
 
