@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from reconciler.adapters.fleet import Fleet, Outcome
+from reconciler.adapters.fleet import EvictionOutcome, Fleet
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
@@ -63,7 +63,7 @@ class Drain:
                 self._done(pod, "deleted (no controller, --force)")
                 continue
             answer = self.fleet.evict(pod)
-            if answer.outcome is Outcome.REFUSED:
+            if answer.outcome is EvictionOutcome.REFUSED:
                 refusals[pod.ref] = answer.message
             else:
                 self._done(pod, "evicted")

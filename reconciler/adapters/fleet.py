@@ -27,7 +27,7 @@ FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
 
 
-class Outcome(StrEnum):
+class EvictionOutcome(StrEnum):
     EVICTED = "evicted"
     REFUSED = "refused"  # 429 and friends, with why
     GONE = "gone"  # the pod was already gone
@@ -37,7 +37,7 @@ class Outcome(StrEnum):
 class Eviction:
     """The eviction API's answer."""
 
-    outcome: Outcome
+    outcome: EvictionOutcome
     message: str = ""
 
 
@@ -123,12 +123,12 @@ class Fleet:
                 )
             )
         except kube.NotFound:
-            return Eviction(Outcome.GONE)
+            return Eviction(EvictionOutcome.GONE)
         except kube.ApiError as exc:
             if exc.status in (429, 500):  # 429: a budget said no; 500: several budgets select the pod
-                return Eviction(Outcome.REFUSED, exc.explanation())
+                return Eviction(EvictionOutcome.REFUSED, exc.explanation())
             raise
-        return Eviction(Outcome.EVICTED)
+        return Eviction(EvictionOutcome.EVICTED)
 
     def delete_pod(self, target: budget.Pod) -> None:
         core = self.gateway.core()
