@@ -7,7 +7,7 @@ from a tag in general (kernels contain hyphens).
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 GPU_PRESENT = "nvidia.com/gpu.present"
@@ -19,7 +19,8 @@ OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
 OS_VERSION_ID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
 
-# The GPU Operator's getOSTag keeps only the major version for these distributions.
+# The newest GPU Operator rule (v26.7.0 getOSTag) keeps only the major version for these distributions;
+# reconciler/data/os-tag-rules.json has the rule of every release (a unit test keeps the two equal).
 MAJOR_ONLY_OS = frozenset({"rhel", "rocky", "ol"})
 
 # Field patterns; schemas/matrix-row.schema.json carries the same ones (a unit test keeps them equal).
@@ -84,23 +85,32 @@ def invalid_tag_reason(tag: str) -> str:
     return f"tag {tag!r} is not a valid image tag (at most 128 characters: letters, digits, '.', '_', '-')"
 
 
-def image_key(node: Node) -> ImageKey:
-    """The image a node needs, from its labels; raises TagError naming the label at fault."""
-    branch = _label(node, DRIVER_MAJOR, BRANCH_PATTERN, "is not a driver branch (digits only)")
-    kernel = _label(node, KERNEL, KERNEL_PATTERN, "cannot be part of an image tag")
-    os_id = _label(node, OS_ID, OS_RELEASE_PATTERN, "is not an os-release ID (lowercase a-z, 0-9, . _ -)")
-    version = _label(node, OS_VERSION_ID, OS_RELEASE_PATTERN, "is not an os-release VERSION_ID")
-    key = ImageKey(branch, kernel, os_tag(os_id, version))
+def image_key(node: Node, os_tagger: Callable[[str, str], str] = os_tag) -> ImageKey:
+    """The image a node needs, from its labels; raises TagError naming the label at fault.
+    `os_tagger` is the os-tag rule of the operator release in force (ValueError: it refuses the value)."""
+    branch = label(node, DRIVER_MAJOR, BRANCH_PATTERN, "is not a driver branch (digits only)")
+    kernel = label(node, KERNEL, KERNEL_PATTERN, "cannot be part of an image tag")
+    key = ImageKey(branch, kernel, node_os_tag(node, os_tagger))
     if not valid_tag(key.tag):
         raise TagError(node.name, invalid_tag_reason(key.tag))
     return key
+
+
+def node_os_tag(node: Node, os_tagger: Callable[[str, str], str] = os_tag) -> str:
+    os_id = label(node, OS_ID, OS_RELEASE_PATTERN, "is not an os-release ID (lowercase a-z, 0-9, . _ -)")
+    version = label(node, OS_VERSION_ID, OS_RELEASE_PATTERN, "is not an os-release VERSION_ID")
+    try:
+        return os_tagger(os_id, version)
+    except ValueError as exc:
+        raise TagError(node.name, f"label {OS_VERSION_ID}={version!r}: {exc}") from None
 
 
 def tag(node: Node) -> str:
     return image_key(node).tag
 
 
-def _label(node: Node, key: str, pattern: str, complaint: str) -> str:
+def label(node: Node, key: str, pattern: str, complaint: str) -> str:
+    """The label's value, checked against `pattern`; TagError when it is missing, empty or off."""
     if key not in node.labels:
         raise TagError(node.name, f"label {key} is missing")
     value = node.labels[key]

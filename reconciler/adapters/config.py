@@ -1,0 +1,91 @@
+"""`gpudrv.yaml`: the fleet repository's defaults for gpudrv's flags (schemas/gpudrv-config.schema.json).
+
+Found as `--config PATH`, else `$GPUDRV_CONFIG`, else `gpudrv.yaml` in the current directory when it
+exists. A flag given on the command line always wins over the file. Relative paths in the file are
+read from the file's own directory, so a step may run from anywhere in the repository.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from reconciler.adapters import manifests, positions, schemas
+from reconciler.errors import GpudrvError
+
+DEFAULT_NAME = "gpudrv.yaml"
+ENVIRONMENT = "GPUDRV_CONFIG"
+
+
+@dataclass(frozen=True)
+class Config:
+    """What the file sets; None where it is silent. `path` is None when no file was read."""
+
+    path: Path | None = None
+    fleet: Path | None = None
+    matrix: Path | None = None
+    operator_version: str | None = None
+    registry: str | None = None
+
+
+def find(explicit: str | None) -> Path | None:
+    """The config file to read: the flag, the environment variable, or ./gpudrv.yaml if present."""
+    for given, what in ((explicit, "--config"), (os.environ.get(ENVIRONMENT), ENVIRONMENT)):
+        if given is None:
+            continue
+        if not given.strip():
+            raise GpudrvError(f"{what}: empty path (is a variable unset?)")
+        return Path(given)
+    default = Path(DEFAULT_NAME)
+    return default if default.is_file() else None
+
+
+def load(explicit: str | None = None) -> Config:
+    path = find(explicit)
+    if path is None:
+        return Config()
+    documents = list(manifests.load_documents(path))
+    if len(documents) != 1 or not isinstance(documents[0][1], dict):
+        raise GpudrvError(f"{path}:1: a gpudrv config is one YAML mapping, like: matrix: matrix/x.csv")
+    line, document = documents[0]
+    _validate(path, document, line)
+    base = path.parent
+    return Config(
+        path=path,
+        fleet=_path(base, document.get("fleet")),
+        matrix=_path(base, document.get("matrix")),
+        operator_version=_text(document.get("operatorVersion")),
+        registry=_text(document.get("registry")),
+    )
+
+
+def _validate(path: Path, document: dict[str, Any], line: int) -> None:
+    schema_document = schemas.load("gpudrv-config")
+    validator = jsonschema.Draft202012Validator(schema_document)
+    errors = sorted(validator.iter_errors(document), key=lambda error: list(map(str, error.path)))
+    if not errors:
+        return
+    error = errors[0]
+    at = positions.line_of(document, list(error.path), line)
+    where = ".".join(str(part) for part in error.path)
+    if error.validator == "additionalProperties":
+        known = ", ".join(sorted(schema_document["properties"]))
+        raise GpudrvError(f"{path}:{at}: {error.message} (known keys: {known})")
+    schema: Any = error.schema
+    description = schema.get("description") if isinstance(schema, dict) else None
+    why = f"must be {description}" if description and error.validator != "type" else error.message
+    raise GpudrvError(f"{path}:{at}: {where or 'the file'}: {why}")
+
+
+def _path(base: Path, value: Any) -> Path | None:
+    if value is None:
+        return None
+    return Path(value) if base == Path() else base / str(value)
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)

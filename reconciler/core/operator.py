@@ -1,0 +1,495 @@
+"""The GPU Operator's driver contract: which driver resource governs a GPU node, and the image it pulls.
+
+Every rule here was read from NVIDIA/gpu-operator (docs/operator-contract.md gives file and line):
+- ClusterPolicy (nvidia.com/v1) drives every GPU node unless `spec.driver.useNvidiaDriverCRD` is true;
+  then each NVIDIADriver (nvidia.com/v1alpha1) drives the GPU nodes its nodeSelector matches (exact
+  key=value pairs; no nodeSelector: every GPU node), a `default: true` one the nodes no other matches,
+  and two matching one node is refused.
+- A precompiled image is `<repository>/<image>:<version>-<kernel-version.full>-<os tag>`, the kernel
+  label raw, the os tag by the release's rule (os_tags). ClusterPolicy takes the os tag of ONE GPU
+  node, whichever its cached list returns first, for every kernel pool; NVIDIADriver computes it per pool.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from reconciler.core import tags
+from reconciler.core.os_tags import Release, Rule
+from reconciler.core.tags import Node, TagError
+
+NVIDIADRIVER_IMAGE = "nvcr.io/nvidia/driver"  # the CRD's default for spec.image
+OS_VERSION_MAJOR = "feature.node.kubernetes.io/system-os_release.VERSION_ID.major"
+MAJOR_LABEL_POOLS: Release = (26, 7, 0)  # NVIDIADriver pools select cut os tags by VERSION_ID.major
+Path = tuple[str | int, ...]
+
+
+class Kind(StrEnum):
+    CLUSTER_POLICY = "ClusterPolicy"
+    NVIDIA_DRIVER = "NVIDIADriver"
+
+
+API_VERSIONS: Mapping[Kind, str] = {
+    Kind.CLUSTER_POLICY: "nvidia.com/v1",
+    Kind.NVIDIA_DRIVER: "nvidia.com/v1alpha1",
+}
+PLURALS: Mapping[Kind, str] = {Kind.CLUSTER_POLICY: "clusterpolicies", Kind.NVIDIA_DRIVER: "nvidiadrivers"}
+
+
+class Mode(StrEnum):
+    LAB = "lab"  # no operator resources: the driver is the node's own nvidia.com/cuda.driver.major label
+    CLUSTER_POLICY = "ClusterPolicy"
+    NVIDIA_DRIVER = "NVIDIADriver"
+
+
+class ResourceError(ValueError):
+    """A driver resource that is not shaped as the operator's CRD wants; `path` leads to the culprit."""
+
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+
+
+class ContractError(ValueError):
+    """Resources the operator would refuse, or that gpudrv cannot gate; `origin` is `file:line`."""
+
+    def __init__(self, message: str, origin: str | None = None) -> None:
+        super().__init__(f"{origin}: {message}" if origin else message)
+        self.origin = origin
+        self.reason = message
+
+
+@dataclass(frozen=True)
+class DriverResource:
+    kind: Kind
+    name: str
+    version: str = ""
+    precompiled: bool = False
+    repository: str = ""
+    image: str = ""
+    node_selector: Mapping[str, str] | None = None  # NVIDIADriver only; None: every GPU node
+    driver_type: str = "gpu"
+    use_driver_crd: bool = False  # ClusterPolicy only
+    enabled: bool = True  # ClusterPolicy only
+    default: bool = False  # NVIDIADriver only (v26.7.0+)
+    upgrade_policy: Mapping[str, Any] = field(default_factory=dict)
+    created: str = ""  # creationTimestamp, live only: the oldest ClusterPolicy is the active one
+    origin: str | None = None  # file:line of the document, or None live
+    version_origin: str | None = None  # file:line of its version field
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.ref} ({self.origin})" if self.origin else self.ref
+
+    def selects(self, node: Node) -> bool:
+        """Does this NVIDIADriver's nodeSelector pick the GPU node (exact key=value pairs)?"""
+        selector = self.node_selector or {}
+        return node.gpu_present and all(node.labels.get(key) == value for key, value in selector.items())
+
+
+# --- reading a resource document (the adapter maps paths to lines) -----------------------------------
+
+
+def resource(document: Mapping[str, Any]) -> DriverResource:
+    kind = Kind(str(document.get("kind")))
+    metadata = _mapping(document.get("metadata"), ("metadata",))
+    name = metadata.get("name")
+    if not isinstance(name, str) or not name:
+        raise ResourceError(("metadata",), f"{kind} without metadata.name")
+    spec = _mapping(document.get("spec"), ("spec",))
+    created = str(metadata.get("creationTimestamp") or "")
+    if kind is Kind.CLUSTER_POLICY:
+        base: Path = ("spec", "driver")
+        driver = _mapping(spec.get("driver"), base)
+        return DriverResource(
+            kind,
+            name,
+            **_driver_fields(driver, base),
+            use_driver_crd=_flag(driver, "useNvidiaDriverCRD", base, False),
+            enabled=_flag(driver, "enabled", base, True),
+            created=created,
+        )
+    base = ("spec",)
+    fields = _driver_fields(spec, base)
+    fields["image"] = fields["image"] or NVIDIADRIVER_IMAGE
+    return DriverResource(
+        kind,
+        name,
+        **fields,
+        node_selector=_selector(spec.get("nodeSelector"), (*base, "nodeSelector")),
+        driver_type=_string(spec, "driverType", base) or "gpu",
+        default=_flag(spec, "default", base, False),
+        created=created,
+    )
+
+
+def version_path(kind: Kind) -> Path:
+    return ("spec", "driver", "version") if kind is Kind.CLUSTER_POLICY else ("spec", "version")
+
+
+def _driver_fields(spec: Mapping[str, Any], base: Path) -> dict[str, Any]:
+    return {
+        "version": _string(spec, "version", base),
+        "precompiled": _flag(spec, "usePrecompiled", base, False),
+        "repository": _string(spec, "repository", base),
+        "image": _string(spec, "image", base),
+        "upgrade_policy": _mapping(spec.get("upgradePolicy"), (*base, "upgradePolicy")),
+    }
+
+
+def _mapping(value: Any, path: Path) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ResourceError(path, f"{_dotted(path)} must be a mapping")
+    return value
+
+
+def _string(spec: Mapping[str, Any], key: str, base: Path) -> str:
+    value = spec.get(key)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, str):
+        raise ResourceError((*base, key), f'{_dotted((*base, key))} must be a string; quote it: "{value}"')
+    return value
+
+
+def _flag(spec: Mapping[str, Any], key: str, base: Path, default: bool) -> bool:
+    value = spec.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise ResourceError((*base, key), f"{_dotted((*base, key))} must be true or false, not {value!r}")
+    return value
+
+
+def _selector(value: Any, path: Path) -> dict[str, str] | None:
+    if value is None:
+        return None
+    selector = _mapping(value, path)
+    for key, item in selector.items():
+        if not isinstance(item, str):
+            raise ResourceError((*path, key), f'{_dotted((*path, key))} must be a string; quote it: "{item}"')
+    return {str(key): item for key, item in selector.items()}
+
+
+def _dotted(path: Path) -> str:
+    return ".".join(str(part) for part in path)
+
+
+# --- the contract in force ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Contract:
+    mode: Mode
+    rule: Rule
+    release: Release | None = None  # the operator release the rule is for; None: the newest known
+    policy: DriverResource | None = None  # the active ClusterPolicy
+    drivers: tuple[DriverResource, ...] = ()  # NVIDIADrivers in force
+
+    @property
+    def resources(self) -> tuple[DriverResource, ...]:
+        return (
+            (self.policy, *self.drivers) if self.mode is Mode.CLUSTER_POLICY and self.policy else self.drivers
+        )
+
+    def governing(self, node: Node) -> DriverResource | None:
+        """The resource that decides the node's driver; ContractError when two NVIDIADrivers both claim it."""
+        if self.mode is Mode.CLUSTER_POLICY:
+            return self.policy if node.gpu_present else None
+        claims = [driver for driver in self.drivers if not driver.default and driver.selects(node)]
+        if len(claims) > 1:
+            first, second = claims[0], claims[1]
+            raise ContractError(
+                f"node {node.name} is selected by both {first.where} and {second.where}: the GPU Operator "
+                "refuses NVIDIADrivers whose nodeSelectors overlap (ConflictingNodeSelector) and deploys "
+                "neither; narrow one nodeSelector",
+                second.version_origin or second.origin,
+            )
+        if claims:
+            return claims[0]
+        fallback = [driver for driver in self.drivers if driver.default]
+        return fallback[0] if fallback and node.gpu_present else None
+
+
+def contract(resources: Sequence[DriverResource], rule: Rule, release: Release | None = None) -> Contract:
+    """The resources the operator would act on, checked: one active ClusterPolicy, precompiled drivers
+    with a version, no two default NVIDIADrivers. ContractError names the resource and its line."""
+    policies = [item for item in resources if item.kind is Kind.CLUSTER_POLICY]
+    drivers = tuple(item for item in resources if item.kind is Kind.NVIDIA_DRIVER)
+    policy = _active_policy(policies)
+    if policy is None and not drivers:
+        return Contract(Mode.LAB, rule, release)
+    if policy is not None and not policy.use_driver_crd:
+        _check_gated(policy)
+        return Contract(Mode.CLUSTER_POLICY, rule, release, policy)
+    if not drivers:
+        assert policy is not None
+        raise ContractError(
+            f"{policy.ref} sets spec.driver.useNvidiaDriverCRD: true, but no NVIDIADriver is declared: "
+            "the operator would deploy no driver",
+            policy.origin,
+        )
+    for driver in drivers:
+        _check_gated(driver)
+    defaults = [driver for driver in drivers if driver.default]
+    if len(defaults) > 1:
+        raise ContractError(
+            f"{defaults[0].where} and {defaults[1].where} are both default: true; the operator allows one",
+            defaults[1].origin,
+        )
+    return Contract(Mode.NVIDIA_DRIVER, rule, release, policy, drivers)
+
+
+def _active_policy(policies: Sequence[DriverResource]) -> DriverResource | None:
+    """The operator acts on the oldest ClusterPolicy (ties: the lowest name) and ignores the others.
+    Manifests carry no creation time, so two of them in git are refused rather than guessed."""
+    if len(policies) <= 1:
+        return policies[0] if policies else None
+    if all(policy.created for policy in policies):
+        return min(policies, key=lambda policy: (policy.created, policy.name))
+    first, second = policies[0], policies[1]
+    raise ContractError(
+        f"{first.where} and {second.where}: the GPU Operator acts on one ClusterPolicy and ignores the "
+        "others; declare one",
+        second.origin,
+    )
+
+
+def _check_gated(item: DriverResource) -> None:
+    if item.kind is Kind.CLUSTER_POLICY and not item.enabled:
+        raise ContractError(
+            f"{item.ref} sets spec.driver.enabled: false: the operator installs no driver, so there is no "
+            "driver image to gate",
+            item.origin,
+        )
+    if not item.precompiled:
+        raise ContractError(
+            f"{item.ref} does not set usePrecompiled: true: its driver is compiled on each node at start, "
+            "outside gpudrv's gate (gpudrv checks precompiled driver images only)",
+            item.origin,
+        )
+    problem = _image_spec_problem(item)
+    if problem:
+        raise ContractError(f"{item.ref}: {problem}", item.version_origin or item.origin)
+
+
+def _image_spec_problem(item: DriverResource) -> str | None:
+    if not item.repository and not item.version:
+        if not item.image or ":" not in item.image.rsplit("/", 1)[-1]:
+            return 'no version: set the driver branch (version: "550") with usePrecompiled: true'
+        return None if "sha256:" not in item.image else _digest_problem()
+    if item.version.startswith("sha256:") or "sha256:" in item.image:
+        return _digest_problem()
+    # Before v26.7.0 the operator joins what it has ("/driver:550"), which no runtime can pull; from
+    # v26.7.0 it refuses the resource. Either way no node gets a driver: refuse it here too.
+    missing = [name for name in ("repository", "image", "version") if not getattr(item, name)]
+    if missing:
+        return f"{' and '.join(missing)} not set: the operator would pull {_base(item)!r}"
+    return None
+
+
+def _digest_problem() -> str:
+    return "a digest cannot name a precompiled driver image: the tag carries the kernel and OS"
+
+
+# --- the image each node needs -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Want:
+    """The driver image a GPU node needs: its tag (what the matrix lists) and the full reference the
+    operator pulls (None in lab mode), or `reason` when the labels give none."""
+
+    node: Node
+    resource: DriverResource | None = None
+    tag: str | None = None
+    image: str | None = None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class FleetNote:
+    """A problem of the fleet as a whole, not of one node's image: the mixed-OS ClusterPolicy trap."""
+
+    message: str
+    resource: DriverResource | None
+    nodes: tuple[str, ...] = ()
+
+    @property
+    def origin(self) -> str | None:
+        return self.resource.origin if self.resource else None
+
+
+@dataclass(frozen=True)
+class Wants:
+    contract: Contract
+    wants: tuple[Want, ...]
+    notes: tuple[FleetNote, ...] = ()
+
+
+def wants(contract: Contract, nodes: Iterable[Node]) -> Wants:
+    """The image of every GPU node under the contract, in node-name order, and the fleet's notes."""
+    gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
+    found = tuple(want_of(contract, node) for node in gpu_nodes)
+    notes = mixed_os_notes(contract, gpu_nodes) if contract.mode is Mode.CLUSTER_POLICY else ()
+    return Wants(contract, found, notes)
+
+
+def want_of(contract: Contract, node: Node) -> Want:
+    try:
+        governing = contract.governing(node)
+        if contract.mode is Mode.LAB:
+            return Want(node, tag=lab_key(node, contract.rule).tag)
+        if governing is None:
+            return Want(node, reason="no NVIDIADriver selects it: the operator deploys no driver there")
+        reference = image_for(governing, node, _pool_os_tag(contract, node))
+    except TagError as exc:
+        return Want(
+            node, contract.governing(node) if contract.mode is not Mode.LAB else None, reason=exc.reason
+        )
+    return Want(node, governing, tag=tag_of(reference), image=reference)
+
+
+def lab_key(node: Node, rule: Rule) -> tags.ImageKey:
+    """The lab's image: the node's own driver-major label, kernel and os tag."""
+    return tags.image_key(node, rule.os_tag)
+
+
+def kernel_of(node: Node) -> str:
+    return tags.label(node, tags.KERNEL, tags.KERNEL_PATTERN, "cannot be part of an image tag")
+
+
+def own_os_tag(node: Node, rule: Rule) -> str:
+    return tags.node_os_tag(node, rule.os_tag)
+
+
+def _pool_os_tag(contract: Contract, node: Node) -> str:
+    """The node's os tag. From v26.7.0 an NVIDIADriver pool whose tag keeps only the major version
+    selects its nodes by the VERSION_ID.major label, so a node without that label gets no driver."""
+    os_tag = own_os_tag(node, contract.rule)
+    version = node.labels.get(tags.OS_VERSION_ID, "")
+    pooled_by_major = contract.mode is Mode.NVIDIA_DRIVER and (
+        contract.release is None or contract.release >= MAJOR_LABEL_POOLS
+    )
+    if pooled_by_major and not os_tag.endswith(version) and not node.labels.get(OS_VERSION_MAJOR):
+        raise TagError(
+            node.name,
+            f"label {OS_VERSION_MAJOR} is missing: the operator's NVIDIADriver pool for {os_tag} "
+            "selects nodes by it (NFD sets it) and skips this node",
+        )
+    return os_tag
+
+
+def image_for(item: DriverResource, node: Node, os_tag: str) -> str:
+    """The reference the operator builds (ClusterPolicy: resolveDriverTag; NVIDIADriver:
+    GetPrecompiledImagePath), for this node's kernel and the given os tag."""
+    kernel = kernel_of(node)
+    if item.kind is Kind.CLUSTER_POLICY:
+        base = item.image if not item.repository and not item.version else _base(item)
+        reference = f"{base}-{kernel}" + ("" if "sha256:" in base else f"-{os_tag}")
+    else:
+        reference = f"{_base(item)}-{kernel}-{os_tag}"
+    tag = tag_of(reference)
+    if tag is None or not tags.valid_tag(tag):
+        raise TagError(node.name, tags.invalid_tag_reason(tag or reference))
+    return reference
+
+
+def _base(item: DriverResource) -> str:
+    if not item.repository and not item.version:
+        return item.image
+    return f"{item.repository}/{item.image}:{item.version}"
+
+
+def tag_of(reference: str) -> str | None:
+    """The tag of `registry[:port]/path/name:tag`: after the last ':' of the last path component."""
+    last = reference.rsplit("/", 1)[-1]
+    return last.rsplit(":", 1)[1] if ":" in last else None
+
+
+def mixed_os_notes(contract: Contract, gpu_nodes: Sequence[Node]) -> tuple[FleetNote, ...]:
+    """ClusterPolicy builds every pool's tag from the os tag of ONE GPU node it happens to list first
+    (a Limit(1) list from its cache): on a fleet with several os tags, the nodes of the other OS pull
+    an image built for the wrong OS. And one kernel on two OS versions stops the operator outright."""
+    policy = contract.policy
+    if policy is None:
+        return ()
+    by_os: dict[str, list[Node]] = {}
+    for node in gpu_nodes:
+        try:
+            by_os.setdefault(own_os_tag(node, contract.rule), []).append(node)
+        except TagError:
+            continue
+    notes = [note for note in (_kernel_clash(policy, gpu_nodes),) if note]
+    if len(by_os) > 1:
+        notes.append(_mixed_os(contract, policy, by_os))
+    return tuple(notes)
+
+
+def _mixed_os(contract: Contract, policy: DriverResource, by_os: Mapping[str, list[Node]]) -> FleetNote:
+    counts = ", ".join(f"{os_tag} ({len(nodes)})" for os_tag, nodes in sorted(by_os.items()))
+    cases = []
+    for read_os in sorted(by_os):
+        wrong = [
+            f"{node.name} pulls {_safe_image(policy, node, read_os)}"
+            for os_tag, nodes in sorted(by_os.items())
+            if os_tag != read_os
+            for node in nodes
+        ]
+        cases.append(f"if it reads a {read_os} node: " + "; ".join(_first(wrong, 5)))
+    message = (
+        f"{policy.ref} builds every driver image tag from the OS of ONE GPU node (whichever its cached "
+        f"list returns first), but the GPU nodes run {len(by_os)} OS versions: {counts}. "
+        + " | ".join(cases)
+        + ". Fix: set spec.driver.useNvidiaDriverCRD: true and declare one NVIDIADriver per OS, "
+        "with a nodeSelector on feature.node.kubernetes.io/system-os_release.ID and VERSION_ID"
+    )
+    names = tuple(node.name for nodes in by_os.values() for node in nodes)
+    return FleetNote(message, policy, names)
+
+
+def _kernel_clash(policy: DriverResource, gpu_nodes: Sequence[Node]) -> FleetNote | None:
+    """The operator's kernel map refuses one kernel seen with two os-release ID+VERSION_ID."""
+    seen: dict[str, tuple[str, str]] = {}
+    for node in gpu_nodes:
+        kernel, full_os = node.labels.get(tags.KERNEL), _full_os(node)
+        if not kernel or full_os is None:
+            continue
+        first = seen.setdefault(kernel, (full_os, node.name))
+        if first[0] != full_os:
+            message = (
+                f"kernel {kernel} runs on {first[1]} ({first[0]}) and on {node.name} ({full_os}): "
+                f"with {policy.ref} the GPU Operator stops with 'different OS versions found for the same "
+                "kernel version' and deploys no precompiled driver at all"
+            )
+            return FleetNote(message, policy, (first[1], node.name))
+    return None
+
+
+def _full_os(node: Node) -> str | None:
+    os_id, version = node.labels.get(tags.OS_ID), node.labels.get(tags.OS_VERSION_ID)
+    return f"{os_id}{version}" if os_id and version else None
+
+
+def _safe_image(policy: DriverResource, node: Node, os_tag: str) -> str:
+    try:
+        return image_for(policy, node, os_tag)
+    except TagError as exc:
+        return f"nothing ({exc.reason})"
+
+
+def _first(items: Sequence[str], count: int) -> list[str]:
+    return [*items[:count], f"and {len(items) - count} more"] if len(items) > count else list(items)
+
+
+def with_origins(item: DriverResource, origin: str | None, version_origin: str | None) -> DriverResource:
+    return replace(item, origin=origin, version_origin=version_origin)
