@@ -8,7 +8,7 @@ import pytest
 
 from reconciler.adapters import operator as operator_files
 from reconciler.core import operator, tags
-from reconciler.core.operator import Contract, ContractError, DriverResource, Kind, Mode, ResourceError
+from reconciler.core.operator import Contract, ContractError, Kind, Mode, ResourceError
 from reconciler.core.tags import Node
 
 RULES = operator_files.rules()
@@ -253,8 +253,8 @@ def test_mixed_os_cluster_policy_names_the_wrong_images() -> None:
         in note.message
     )
     assert (
-        "if it reads a ubuntu22.04 node: r1 pulls nvcr.io/nvidia/driver:550-5.14.0-427.13.1.el9_4.x86_64-ubuntu22.04"
-        in note.message
+        "if it reads a ubuntu22.04 node: r1 pulls "
+        "nvcr.io/nvidia/driver:550-5.14.0-427.13.1.el9_4.x86_64-ubuntu22.04" in note.message
     )
     assert "one NVIDIADriver per OS" in note.message
     # Each node is still audited for the image it really needs.

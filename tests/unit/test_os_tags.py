@@ -1,4 +1,4 @@
-"""The os-tag rule per GPU Operator release, against the operator's own examples (docs/operator-contract.md)."""
+"""The os-tag rule per GPU Operator release, against the operator's code (docs/operator-contract.md)."""
 
 import pytest
 
@@ -7,7 +7,7 @@ from reconciler.core import os_tags, tags
 from reconciler.core.os_tags import RuleError
 
 RULES = operator_files.rules()
-# (ID, VERSION_ID): os tag under v25.10.x, v26.3.0, v26.3.1-v26.3.3, v26.7.0, as the operator's code computes them.
+# (ID, VERSION_ID): the os tag under v25.10.x, v26.3.0, v26.3.1-v26.3.3 and v26.7.0, as the operator computes it.
 EXPECTED = {
     ("ubuntu", "22.04"): ("ubuntu22.04", "ubuntu22.04", "ubuntu22.04", "ubuntu22.04"),
     ("ubuntu", "24.04"): ("ubuntu24.04", "ubuntu24.04", "ubuntu24.04", "ubuntu24.04"),
