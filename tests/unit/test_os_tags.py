@@ -7,7 +7,7 @@ from reconciler.core import os_tags, tags
 from reconciler.core.os_tags import RuleError
 
 RULES = operator_files.rules()
-# (ID, VERSION_ID): the os tag under v25.10.x, v26.3.0, v26.3.1-v26.3.3 and v26.7.0, as the operator computes it.
+# (ID, VERSION_ID): the os tag under v25.10.x, v26.3.0, v26.3.1-3 and v26.7.0, as the operator computes it.
 EXPECTED = {
     ("ubuntu", "22.04"): ("ubuntu22.04", "ubuntu22.04", "ubuntu22.04", "ubuntu22.04"),
     ("ubuntu", "24.04"): ("ubuntu24.04", "ubuntu24.04", "ubuntu24.04", "ubuntu24.04"),
