@@ -1,4 +1,4 @@
-"""LAB.md steps 2-4, offline from the manifests, through main(); one audit and `python -m` run the
+"""docs/lab.md steps 2-4, offline from the manifests, through main(); one audit and `python -m` run the
 real entry point."""
 
 from pathlib import Path

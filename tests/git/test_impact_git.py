@@ -1,4 +1,5 @@
-"""`gpudrv matrix impact --base REF --from DIR` on a git copy of the example fleet (LAB.md steps 4 and 7)."""
+"""`gpudrv matrix impact --base REF --from DIR` on a git copy of the example fleet (docs/lab.md steps 4
+and 7)."""
 
 from __future__ import annotations
 
