@@ -1,11 +1,17 @@
-"""Shared helpers: run the real `gpudrv` entry point, and a copy of the example fleet to change freely."""
+"""Shared helpers: run `gpudrv` (in-process through `reconciler.cli.main`, or the real entry point in a
+subprocess), and a copy of the example fleet to change freely."""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import locale
+import logging
 import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +40,7 @@ def gpudrv_env(env: dict[str, str] | None = None) -> dict[str, str]:
 def run_gpudrv(
     *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """The real entry point in a new process: for what only a process shows, and for the e2e tier."""
     full_env = gpudrv_env(env)
     return subprocess.run(
         [*gpudrv_command(), *args],
@@ -44,6 +51,82 @@ def run_gpudrv(
         timeout=120,
         check=False,
     )
+
+
+def run_main(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`reconciler.cli.main(args)` in this process, as `run_gpudrv` would see the real entry point.
+
+    The same environment (this process's without GitHub's variables, plus `env`) and working
+    directory, both restored afterwards; the exit status the console script would give (argparse's
+    SystemExit included: 2 and the usage on stderr); stdout and stderr as a pipe shows them (not a
+    TTY, encoded strictly resp. with backslashreplace, read back with universal newlines like
+    subprocess's text mode). An exception main() does not handle propagates and fails the test, where
+    the process would have printed a traceback.
+    """
+    from reconciler import cli
+
+    with pytest.MonkeyPatch.context() as patch, _fresh_process_logging():
+        for name in GITHUB_VARIABLES:
+            patch.delenv(name, raising=False)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        _kubeconfig_default_as_at_import(patch)
+        if cwd is not None:
+            patch.chdir(cwd)
+        stdout, stderr = _pipe("strict"), _pipe("backslashreplace")
+        with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+            try:
+                returncode = cli.main(list(args))
+            except SystemExit as exc:
+                returncode = _exit_status(exc.code)
+            stdout.flush()
+            stderr.flush()
+    return subprocess.CompletedProcess(["gpudrv", *args], returncode, _read_back(stdout), _read_back(stderr))
+
+
+def _pipe(errors: str) -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(), encoding=locale.getpreferredencoding(False), errors=errors)
+
+
+def _read_back(stream: io.TextIOWrapper) -> str:
+    raw = stream.buffer
+    assert isinstance(raw, io.BytesIO)
+    text = raw.getvalue().decode(locale.getpreferredencoding(False))
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def _exit_status(code: object) -> int:
+    """What the interpreter makes of sys.exit(code): None is 0, another non-int is printed and 1."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _kubeconfig_default_as_at_import(patch: pytest.MonkeyPatch) -> None:
+    """The kubernetes client reads $KUBECONFIG once, at import; a new process would import it now."""
+    module = sys.modules.get("kubernetes.config.kube_config")
+    if module is not None:
+        patch.setattr(module, "KUBE_CONFIG_DEFAULT_LOCATION", os.environ.get("KUBECONFIG", "~/.kube/config"))
+
+
+@contextlib.contextmanager
+def _fresh_process_logging() -> Iterator[None]:
+    """No handler on the root logger, as in a new process: a warning from a logger without a handler
+    of its own reaches stderr (logging's last resort) instead of pytest's log capture."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers.clear()
+    root.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
 
 
 @pytest.fixture

@@ -1,4 +1,7 @@
-"""Every bad input: one clear line on stderr, exit 2, no traceback, files untouched."""
+"""Every bad input: one clear line on stderr, exit 2, no traceback, files untouched.
+
+In-process through main(); the unknown node (the console script) and the import check (`python -X
+importtime -m reconciler`) run a real process."""
 
 import subprocess
 import sys
@@ -6,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_gpudrv
+from tests.conftest import run_gpudrv, run_main
 
 MATRIX = "matrix/support-matrix.csv"
 
@@ -30,6 +33,7 @@ def edit_label(lab: Path, node: str, key: str, value: str | None) -> None:
 
 
 def test_unknown_node(lab: Path) -> None:
+    # The real entry point: a GpudrvError is one line and exit 2 from the console script too.
     assert_one_line_error(
         run_gpudrv("tag", "lab-node-9", "--from", "clusters/lab", cwd=lab), "node lab-node-9 not found"
     )
@@ -45,19 +49,19 @@ def test_unknown_node(lab: Path) -> None:
 )
 def test_tag_with_bad_driver_label(lab: Path, value: str | None, expected: str) -> None:
     edit_label(lab, "lab-node-1", "nvidia.com/cuda.driver.major", value)
-    assert_one_line_error(run_gpudrv("tag", "lab-node-1", "--from", "clusters/lab", cwd=lab), expected)
+    assert_one_line_error(run_main("tag", "lab-node-1", "--from", "clusters/lab", cwd=lab), expected)
 
 
 def test_tag_with_whitespace_in_kernel(lab: Path) -> None:
     edit_label(lab, "lab-node-0", "feature.node.kubernetes.io/kernel-version.full", "5.15.0 119")
-    result = run_gpudrv("tag", "lab-node-0", "--from", "clusters/lab", cwd=lab)
+    result = run_main("tag", "lab-node-0", "--from", "clusters/lab", cwd=lab)
     assert_one_line_error(result, "lab-node-0", "feature.node.kubernetes.io/kernel-version.full='5.15.0 119'")
 
 
 def test_audit_with_a_malformed_matrix(lab: Path) -> None:
     with (lab / MATRIX).open("a") as handle:
         handle.write("550,5.15.0-119-generic\nx,y,z\n")
-    result = run_gpudrv("audit", "--from", "clusters/lab", cwd=lab)
+    result = run_main("audit", "--from", "clusters/lab", cwd=lab)
     assert_one_line_error(
         result, f"{MATRIX}:5: expected 3 fields", "(and 1 more; run gpudrv matrix validate)"
     )
@@ -66,23 +70,23 @@ def test_audit_with_a_malformed_matrix(lab: Path) -> None:
 
 def test_audit_with_missing_matrix_and_missing_dir(lab: Path) -> None:
     assert_one_line_error(
-        run_gpudrv("audit", "--from", "clusters/lab", "--matrix", "nope.csv", cwd=lab),
+        run_main("audit", "--from", "clusters/lab", "--matrix", "nope.csv", cwd=lab),
         "nope.csv: no such file",
     )
-    assert_one_line_error(run_gpudrv("audit", "--from", "nowhere", cwd=lab), "nowhere: no such directory")
+    assert_one_line_error(run_main("audit", "--from", "nowhere", cwd=lab), "nowhere: no such directory")
 
 
 def test_audit_with_malformed_yaml(lab: Path) -> None:
     (lab / "clusters/lab/nodes/broken.yaml").write_text("kind: Node\nmetadata:\n  name: [oops\n")
     assert_one_line_error(
-        run_gpudrv("audit", "--from", "clusters/lab", cwd=lab), "broken.yaml:", "invalid YAML"
+        run_main("audit", "--from", "clusters/lab", cwd=lab), "broken.yaml:", "invalid YAML"
     )
 
 
 def test_matrix_validate_lists_every_problem(lab: Path) -> None:
     with (lab / MATRIX).open("a") as handle:
         handle.write("535,5.15.0-107-generic,ubuntu22.04\n\nr550,6.8.0-45-generic,ubuntu24.04\n")
-    result = run_gpudrv("matrix", "validate", cwd=lab)
+    result = run_main("matrix", "validate", cwd=lab)
     assert result.returncode == 2
     assert result.stdout.splitlines() == [
         f"{MATRIX}:5: duplicate row 535,5.15.0-107-generic,ubuntu22.04 (first at line 3)",
@@ -92,11 +96,9 @@ def test_matrix_validate_lists_every_problem(lab: Path) -> None:
 
 
 def test_matrix_validate_ok_with_path_argument(lab: Path) -> None:
-    result = run_gpudrv("matrix", "validate", str(lab / MATRIX))
+    result = run_main("matrix", "validate", str(lab / MATRIX))
     assert (result.returncode, result.stdout) == (0, f"{lab / MATRIX}: 3 rows, valid\n")
-    assert_one_line_error(
-        run_gpudrv("matrix", "validate", "missing.csv", cwd=lab), "missing.csv: no such file"
-    )
+    assert_one_line_error(run_main("matrix", "validate", "missing.csv", cwd=lab), "missing.csv: no such file")
 
 
 def test_matrix_add_appends_and_keeps_bytes(lab: Path) -> None:
@@ -104,7 +106,7 @@ def test_matrix_add_appends_and_keeps_bytes(lab: Path) -> None:
     original = b"driver_branch,kernel,os_tag\r\n550,5.15.0-119-generic,ubuntu22.04\r\n"
     original += b"\r\n535,5.15.0-107-generic,ubuntu22.04"
     path.write_bytes(original)
-    result = run_gpudrv("matrix", "add", "--tag", "550-5.15.0-107-generic-ubuntu22.04", cwd=lab)
+    result = run_main("matrix", "add", "--tag", "550-5.15.0-107-generic-ubuntu22.04", cwd=lab)
     assert result.returncode == 0, result.stderr
     row, tag = "550,5.15.0-107-generic,ubuntu22.04", "550-5.15.0-107-generic-ubuntu22.04"
     assert result.stdout == f"added {row} at {MATRIX}:5 (image tag {tag})\n"
@@ -116,7 +118,7 @@ def test_matrix_add_existing_row_is_reported_and_untouched(lab: Path) -> None:
     path = lab / MATRIX
     before = path.read_bytes()
     before_stat = path.stat()
-    result = run_gpudrv("matrix", "add", "535", "5.15.0-107-generic", "ubuntu22.04", cwd=lab)
+    result = run_main("matrix", "add", "535", "5.15.0-107-generic", "ubuntu22.04", cwd=lab)
     assert (result.returncode, result.stdout) == (
         0,
         f"535,5.15.0-107-generic,ubuntu22.04 is already in {MATRIX} at line 3; file unchanged\n",
@@ -141,21 +143,21 @@ def test_matrix_add_existing_row_is_reported_and_untouched(lab: Path) -> None:
 )
 def test_matrix_add_refuses_invalid_rows(lab: Path, args: list[str], fragment: str) -> None:
     before = (lab / MATRIX).read_bytes()
-    assert_one_line_error(run_gpudrv("matrix", "add", *args, cwd=lab), fragment)
+    assert_one_line_error(run_main("matrix", "add", *args, cwd=lab), fragment)
     assert (lab / MATRIX).read_bytes() == before
 
 
 def test_matrix_add_refuses_when_the_matrix_is_broken(lab: Path) -> None:
     path = lab / MATRIX
     path.write_text("kernel,driver_branch,os_tag\n")
-    result = run_gpudrv("matrix", "add", "550", "5.15.0-107-generic", "ubuntu22.04", cwd=lab)
+    result = run_main("matrix", "add", "550", "5.15.0-107-generic", "ubuntu22.04", cwd=lab)
     assert_one_line_error(result, f"{MATRIX}:1: the header must be exactly")
     assert path.read_text() == "kernel,driver_branch,os_tag\n"
 
 
 def test_matrix_add_usage_errors(lab: Path) -> None:
     for args in (["550", "k"], ["550", "k", "u", "--tag", "t"], []):
-        result = run_gpudrv("matrix", "add", *args, cwd=lab)
+        result = run_main("matrix", "add", *args, cwd=lab)
         assert result.returncode == 2
         assert "give BRANCH KERNEL OS_TAG, or --tag TAG" in result.stderr
 
@@ -178,30 +180,28 @@ users:
 @pytest.mark.parametrize("command", [["audit"], ["tag", "lab-node-0"]])
 def test_unreachable_cluster(lab: Path, command: list[str]) -> None:
     (lab / "kubeconfig").write_text(UNREACHABLE)
-    result = run_gpudrv(*command, "--kubeconfig", "kubeconfig", cwd=lab)
+    result = run_main(*command, "--kubeconfig", "kubeconfig", cwd=lab)
     assert_one_line_error(result, "cannot reach the cluster at https://127.0.0.1:9")
 
 
 def test_kubeconfig_problems(lab: Path) -> None:
     (lab / "kubeconfig").write_text(UNREACHABLE)
+    assert_one_line_error(run_main("audit", "--kubeconfig", "nope", cwd=lab), "kubeconfig nope: no such file")
     assert_one_line_error(
-        run_gpudrv("audit", "--kubeconfig", "nope", cwd=lab), "kubeconfig nope: no such file"
-    )
-    assert_one_line_error(
-        run_gpudrv("audit", "--kubeconfig", "kubeconfig", "--context", "other", cwd=lab),
+        run_main("audit", "--kubeconfig", "kubeconfig", "--context", "other", cwd=lab),
         "kubeconfig:",
         "other",
     )
     assert_one_line_error(
-        run_gpudrv("audit", cwd=lab, env={"KUBECONFIG": "", "HOME": str(lab)}), "no cluster configured"
+        run_main("audit", cwd=lab, env={"KUBECONFIG": "", "HOME": str(lab)}), "no cluster configured"
     )
     (lab / "garbage").write_text("::: not yaml [")
-    assert_one_line_error(run_gpudrv("audit", "--kubeconfig", "garbage", cwd=lab), "kubeconfig")
+    assert_one_line_error(run_main("audit", "--kubeconfig", "garbage", cwd=lab), "kubeconfig")
 
 
 def test_from_and_kubeconfig_together_is_a_usage_error(lab: Path) -> None:
     for command in (["audit"], ["tag", "lab-node-0"]):
-        result = run_gpudrv(*command, "--from", "clusters/lab", "--kubeconfig", "k", cwd=lab)
+        result = run_main(*command, "--from", "clusters/lab", "--kubeconfig", "k", cwd=lab)
         assert_one_line_error(result, "--from reads manifests, not the cluster; drop --kubeconfig/--context")
 
 
@@ -218,7 +218,7 @@ def test_from_and_kubeconfig_together_is_a_usage_error(lab: Path) -> None:
 )
 def test_upgrade_commands_bad_input(lab: Path, args: list[str], fragment: str) -> None:
     (lab / "kubeconfig").write_text(UNREACHABLE)
-    assert_one_line_error(run_gpudrv(*args, cwd=lab, env={"KUBECONFIG": ""}), fragment)
+    assert_one_line_error(run_main(*args, cwd=lab, env={"KUBECONFIG": ""}), fragment)
 
 
 @pytest.mark.parametrize(
@@ -234,7 +234,7 @@ def test_upgrade_commands_bad_input(lab: Path, args: list[str], fragment: str) -
     ],
 )
 def test_upgrade_commands_usage_errors(lab: Path, args: list[str], fragment: str) -> None:
-    result = run_gpudrv(*args, cwd=lab)
+    result = run_main(*args, cwd=lab)
     assert result.returncode == 2
     assert fragment in result.stderr
     assert "Traceback" not in result.stderr
@@ -245,7 +245,7 @@ def test_plan_with_an_unknown_merged_ref(lab: Path) -> None:
     subprocess.run(["git", "add", "-A"], cwd=lab, check=True)
     identity = ["-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run(["git", *identity, "commit", "-qm", "fleet"], cwd=lab, check=True)
-    result = run_gpudrv("plan", "--from", "clusters/lab", "--merged-ref", "nope", cwd=lab)
+    result = run_main("plan", "--from", "clusters/lab", "--merged-ref", "nope", cwd=lab)
     assert_one_line_error(result, "git ref 'nope' not found")
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from reconciler.adapters import manifests
 from reconciler.core.diff import Budget
 from tests.cli.test_bad_input import assert_one_line_error
-from tests.conftest import run_gpudrv
+from tests.conftest import run_gpudrv, run_main
 
 DEAD_CLUSTER = """apiVersion: v1
 kind: Config
@@ -19,30 +19,31 @@ current-context: dead
 
 
 def test_from_is_required(lab: Path) -> None:
+    # The real entry point: argparse's usage error exits 2 from the console script.
     result = run_gpudrv("diff", cwd=lab)
     assert result.returncode == 2 and "--from" in result.stderr
 
 
 def test_manifests_are_read_before_the_cluster(lab: Path) -> None:
     assert_one_line_error(
-        run_gpudrv("diff", "--from", "nope", "--kubeconfig", "/nonexistent", cwd=lab),
+        run_main("diff", "--from", "nope", "--kubeconfig", "/nonexistent", cwd=lab),
         "nope: no such directory",
     )
     (lab / "clusters/lab/bad.yaml").write_text("kind: PodDisruptionBudget\nmetadata: {}\nspec: {}\n")
     assert_one_line_error(
-        run_gpudrv("diff", "--from", "clusters/lab", "--kubeconfig", "/nonexistent", cwd=lab),
+        run_main("diff", "--from", "clusters/lab", "--kubeconfig", "/nonexistent", cwd=lab),
         "clusters/lab/bad.yaml:1: PodDisruptionBudget without metadata.name",
     )
 
 
 def test_no_or_unreachable_cluster(lab: Path) -> None:
     assert_one_line_error(
-        run_gpudrv("diff", "--from", "clusters/lab", "--kubeconfig", "/nonexistent", cwd=lab),
+        run_main("diff", "--from", "clusters/lab", "--kubeconfig", "/nonexistent", cwd=lab),
         "kubeconfig /nonexistent: no such file",
     )
     (lab / "dead.kubeconfig").write_text(DEAD_CLUSTER)
     assert_one_line_error(
-        run_gpudrv("diff", "--from", "clusters/lab", "--kubeconfig", "dead.kubeconfig", cwd=lab),
+        run_main("diff", "--from", "clusters/lab", "--kubeconfig", "dead.kubeconfig", cwd=lab),
         "cannot reach the cluster at https://127.0.0.1:9",
     )
 
@@ -66,7 +67,7 @@ def test_budget_specs_from_manifests_are_plain_data(lab: Path) -> None:
         "  spec: {maxUnavailable: '25%'}\n---\nkind: PodDisruptionBudget\nmetadata: {name: p}\nspec: {}\n"
     )
     assert_one_line_error(
-        run_gpudrv("diff", "--from", "clusters/lab", "--kubeconfig", "/nonexistent", cwd=lab),
+        run_main("diff", "--from", "clusters/lab", "--kubeconfig", "/nonexistent", cwd=lab),
         "clusters/lab/more.yaml:7: PodDisruptionBudget default/p is declared twice",
         "(also clusters/lab/more.yaml:3)",
     )

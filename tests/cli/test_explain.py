@@ -1,4 +1,4 @@
-"""`gpudrv explain` through the real entry point: the lab's CUDA jobs offline, every output, every refusal."""
+"""`gpudrv explain` through main(): the lab's CUDA jobs offline, every output, every refusal."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import github
-from tests.conftest import run_gpudrv
+from tests.conftest import run_main
 
 LAB = "clusters/lab"
 JOBS = "clusters/lab/workloads/cuda-jobs.yaml"
@@ -71,7 +71,7 @@ spec:
 
 
 def explain(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = run_gpudrv("explain", *args, cwd=lab)
+    result = run_main("explain", *args, cwd=lab)
     assert "Traceback" not in result.stderr
     return result
 
@@ -217,7 +217,7 @@ items:
 
 
 def test_nothing_to_explain(tmp_path: Path) -> None:
-    result = run_gpudrv("explain", "--from", str(tmp_path))
+    result = run_main("explain", "--from", str(tmp_path))
     assert (result.returncode, result.stdout) == (0, "no workloads to explain\n")
 
 
@@ -265,7 +265,7 @@ def test_an_invalid_operator_is_explained_not_refused(lab: Path) -> None:
 
 def test_live_needs_a_cluster(lab: Path, tmp_path: Path) -> None:
     missing = tmp_path / "nope.kubeconfig"
-    result = run_gpudrv("explain", "pod/x", "-n", "gpu-drv", cwd=lab, env={"KUBECONFIG": str(missing)})
+    result = run_main("explain", "pod/x", "-n", "gpu-drv", cwd=lab, env={"KUBECONFIG": str(missing)})
     assert_one_line_error(result, f"kubeconfig {missing}: no such file")
 
 

@@ -1,4 +1,4 @@
-"""`-o github` through the real entry point: annotations at the file and line responsible, the step
+"""`-o github` through main(): annotations at the file and line responsible, the step
 summary, the default inside GitHub Actions, errors as annotations, and injection attempts through
 node names, label values and matrix cells."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_offline_lab import NODE_3
-from tests.conftest import run_gpudrv
+from tests.conftest import run_main
 from tests.git.conftest import Script
 
 MATRIX = "matrix/support-matrix.csv"
@@ -30,11 +30,11 @@ def in_actions(lab: Path, *args: str, **env: str) -> subprocess.CompletedProcess
         "GITHUB_STEP_SUMMARY": str(lab / "summary.md"),
         "GITHUB_WORKSPACE": str(lab),
     }
-    return run_gpudrv(*args, cwd=lab, env={**actions, **env})
+    return run_main(*args, cwd=lab, env={**actions, **env})
 
 
 def outside_actions(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return run_gpudrv(*args, cwd=lab, env={"GITHUB_ACTIONS": "", "GITHUB_STEP_SUMMARY": ""})
+    return run_main(*args, cwd=lab, env={"GITHUB_ACTIONS": "", "GITHUB_STEP_SUMMARY": ""})
 
 
 def commands(output: str) -> list[str]:
@@ -101,7 +101,7 @@ def test_github_is_the_default_only_inside_actions(lab: Path) -> None:
 
 def test_paths_are_relative_to_the_workspace(lab: Path) -> None:
     (lab / "clusters/lab/nodes/lab-node-3.yaml").write_text(NODE_3)
-    result = run_gpudrv(
+    result = run_main(
         "audit",
         "--from",
         "lab/nodes",

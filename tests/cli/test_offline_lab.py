@@ -1,8 +1,9 @@
-"""LAB.md steps 2-4, offline from the manifests, through the real `gpudrv` entry point."""
+"""docs/lab.md steps 2-4, offline from the manifests, through main(); one audit and `python -m` run the
+real entry point."""
 
 from pathlib import Path
 
-from tests.conftest import run_gpudrv
+from tests.conftest import run_gpudrv, run_main
 
 NODE_3 = """apiVersion: v1
 kind: Node
@@ -28,34 +29,35 @@ def test_step2_tag_per_node(lab: Path) -> None:
         "lab-node-2": "550-6.8.0-45-generic-ubuntu24.04",
     }
     for name, tag in expected.items():
-        result = run_gpudrv("tag", name, "--from", "clusters/lab", cwd=lab)
+        result = run_main("tag", name, "--from", "clusters/lab", cwd=lab)
         assert (result.returncode, result.stdout, result.stderr) == (0, tag + "\n", "")
 
 
 def test_step3_audit_ok(lab: Path) -> None:
+    # The real entry point: the installed console script, in a new process.
     result = run_gpudrv("audit", "--from", "clusters/lab", cwd=lab)
     assert (result.returncode, result.stdout) == (0, "OK\n")
 
 
 def test_step4_new_node_missing_until_its_row_is_added(lab: Path) -> None:
     (lab / "clusters/lab/nodes/lab-node-3.yaml").write_text(NODE_3)
-    missing = run_gpudrv("audit", "--from", "clusters/lab", cwd=lab)
+    missing = run_main("audit", "--from", "clusters/lab", cwd=lab)
     assert (missing.returncode, missing.stdout) == (
         1,
         "lab-node-3 MISSING 550-6.8.0-52-generic-ubuntu24.04\n",
     )
 
-    added = run_gpudrv("matrix", "add", "550", "6.8.0-52-generic", "ubuntu24.04", cwd=lab)
+    added = run_main("matrix", "add", "550", "6.8.0-52-generic", "ubuntu24.04", cwd=lab)
     assert added.returncode == 0, added.stderr
     assert "matrix/support-matrix.csv:5" in added.stdout
 
-    ok = run_gpudrv("audit", "--from", "clusters/lab", cwd=lab)
+    ok = run_main("audit", "--from", "clusters/lab", cwd=lab)
     assert (ok.returncode, ok.stdout) == (0, "OK\n")
 
 
 def test_audit_json_and_options_after_the_subcommand(lab: Path) -> None:
     (lab / "clusters/lab/nodes/lab-node-3.yaml").write_text(NODE_3)
-    result = run_gpudrv(
+    result = run_main(
         "audit",
         "-o",
         "json",
@@ -88,7 +90,7 @@ def test_invalid_node_in_audit(lab: Path) -> None:
             '    feature.node.kubernetes.io/kernel-version.full: "5.15.0-107-generic"\n', ""
         )
     )
-    result = run_gpudrv("audit", "--from", "clusters/lab", cwd=lab)
+    result = run_main("audit", "--from", "clusters/lab", cwd=lab)
     assert (result.returncode, result.stdout) == (
         1,
         "lab-node-1 INVALID label feature.node.kubernetes.io/kernel-version.full is missing\n",

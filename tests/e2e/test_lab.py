@@ -1,4 +1,4 @@
-"""LAB.md steps 1-8 on the real control plane: kubectl for the lab's own setup, gpudrv for its checks.
+"""docs/lab.md steps 1-8 on the real control plane: kubectl for the lab's own setup, gpudrv for its checks.
 
 The upgrade of step 7 is walked by hand here (drain, relabel, uncordon, state label) as the lab does;
 gpudrv's own `apply` will take it over.

@@ -1,4 +1,4 @@
-"""Safe driver upgrades on the real control plane, the GitOps way (LAB.md steps 6-8)."""
+"""Safe driver upgrades on the real control plane, the GitOps way (docs/lab.md steps 6-8)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`gpudrv matrix history` on real repositories with scripted histories, through the real entry point."""
+"""`gpudrv matrix history` on real repositories with scripted histories, through main()."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import run_gpudrv
+from tests.conftest import run_main
 from tests.git.conftest import ISOLATED, MATRIX, Script
 
 R1 = "550,5.15.0-119-generic,ubuntu22.04"
@@ -18,7 +18,7 @@ R5 = "550,5.15.0-107-generic,ubuntu22.04"
 
 
 def history(cwd: Path, *args: str) -> list[dict[str, Any]]:
-    result = run_gpudrv("matrix", "history", "-o", "json", *args, cwd=cwd)
+    result = run_main("matrix", "history", "-o", "json", *args, cwd=cwd)
     assert (result.returncode, result.stderr) == (0, ""), result.stderr
     rows: list[dict[str, Any]] = json.loads(result.stdout)
     return rows
@@ -113,7 +113,7 @@ def test_text_output(script: Script) -> None:
     sha = script.commit("Start (#1)")
     script.matrix()
     gone = script.commit("Empty it")
-    result = run_gpudrv("matrix", "history", cwd=script.root)
+    result = run_main("matrix", "history", cwd=script.root)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == [
         "ROW                                 ADDED                                REMOVED",
@@ -142,7 +142,7 @@ def test_shallow_clone_says_fetch_depth_0(script: Script, tmp_path: Path) -> Non
         env={**ISOLATED, "PATH": "/usr/bin:/bin"},
         check=True,
     )
-    result = run_gpudrv("matrix", "history", cwd=clone)
+    result = run_main("matrix", "history", cwd=clone)
     assert result.returncode == 2
     assert result.stdout == ""
     assert len(result.stderr.splitlines()) == 1
@@ -152,19 +152,19 @@ def test_shallow_clone_says_fetch_depth_0(script: Script, tmp_path: Path) -> Non
 def test_errors_are_one_line(script: Script, tmp_path: Path) -> None:
     outside = tmp_path / "plain"
     outside.mkdir()
-    result = run_gpudrv("matrix", "history", cwd=outside)
+    result = run_main("matrix", "history", cwd=outside)
     assert (result.returncode, result.stderr) == (2, f"gpudrv: {MATRIX}: not inside a git repository\n")
 
-    result = run_gpudrv("matrix", "history", cwd=script.root)
+    result = run_main("matrix", "history", cwd=script.root)
     assert (result.returncode, result.stderr) == (2, f"gpudrv: {script.root}: no commits yet\n")
 
     script.write("README.md", "x\n")
     script.commit("No matrix yet")
-    result = run_gpudrv("matrix", "history", cwd=script.root)
+    result = run_main("matrix", "history", cwd=script.root)
     assert result.returncode == 2
     assert result.stderr == f"gpudrv: {MATRIX}: no such file, and no commit on HEAD ever had it\n"
 
-    result = run_gpudrv("matrix", "history", "--matrix", str(outside / "m.csv"), cwd=script.root)
+    result = run_main("matrix", "history", "--matrix", str(outside / "m.csv"), cwd=script.root)
     assert result.returncode == 2 and "not inside a git repository" in result.stderr
 
 

@@ -1,4 +1,5 @@
-"""`gpudrv matrix impact --base REF --from DIR` on a git copy of the example fleet (LAB.md steps 4 and 7)."""
+"""`gpudrv matrix impact --base REF --from DIR` on a git copy of the example fleet (docs/lab.md steps 4
+and 7)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_gpudrv
+from tests.conftest import run_main
 from tests.git.conftest import MATRIX, Script
 
 NODE_3 = (Path(__file__).parents[1] / "cli" / "test_offline_lab.py").read_text().split('"""')[3]
@@ -27,7 +28,7 @@ def fleet(lab: Path) -> Script:
 
 
 def impact(fleet: Script, *args: str) -> tuple[int, str]:
-    result = run_gpudrv("matrix", "impact", "--from", "clusters/lab", *args, cwd=fleet.root)
+    result = run_main("matrix", "impact", "--from", "clusters/lab", *args, cwd=fleet.root)
     assert result.stderr == ""
     return result.returncode, result.stdout
 
@@ -37,7 +38,7 @@ def test_added_row_fixes_the_new_node(fleet: Script) -> None:
         "no rows added or removed",
         f"lab-node-0: OK {ARROW} OK  550-5.15.0-119-generic-ubuntu22.04",
     ]
-    assert run_gpudrv("matrix", "add", "--tag", TAG_3, cwd=fleet.root).returncode == 0
+    assert run_main("matrix", "add", "--tag", TAG_3, cwd=fleet.root).returncode == 0
 
     code, out = impact(fleet, "--base", "main")
     assert code == 0
@@ -52,7 +53,7 @@ def test_added_row_fixes_the_new_node(fleet: Script) -> None:
 
 
 def test_markdown_for_a_pr_summary(fleet: Script) -> None:
-    run_gpudrv("matrix", "add", "--tag", TAG_3, cwd=fleet.root)
+    run_main("matrix", "add", "--tag", TAG_3, cwd=fleet.root)
     code, out = impact(fleet, "--base", "HEAD", "-o", "markdown")
     assert code == 0
     assert out.splitlines() == [
@@ -112,12 +113,12 @@ def test_base_without_the_matrix_adds_every_row(fleet: Script) -> None:
 
 
 def test_unknown_base_is_one_line(fleet: Script) -> None:
-    result = run_gpudrv("matrix", "impact", "--base", "origin/nope", "--from", "clusters/lab", cwd=fleet.root)
+    result = run_main("matrix", "impact", "--base", "origin/nope", "--from", "clusters/lab", cwd=fleet.root)
     assert result.returncode == 2
     assert result.stderr.startswith("gpudrv: git ref 'origin/nope' not found in ")
     assert len(result.stderr.splitlines()) == 1
 
 
 def test_base_is_required(fleet: Script) -> None:
-    result = run_gpudrv("matrix", "impact", "--from", "clusters/lab", cwd=fleet.root)
+    result = run_main("matrix", "impact", "--from", "clusters/lab", cwd=fleet.root)
     assert result.returncode == 2 and "--base" in result.stderr
