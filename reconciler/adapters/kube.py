@@ -94,6 +94,16 @@ class Gateway:
 
         return PolicyV1Api(self.api_client)
 
+    def apps(self) -> Any:
+        from kubernetes.client import AppsV1Api
+
+        return AppsV1Api(self.api_client)
+
+    def custom(self) -> Any:
+        from kubernetes.client import CustomObjectsApi
+
+        return CustomObjectsApi(self.api_client)
+
     def read(self, request: Callable[[], Any], missing_ok: bool = False) -> Any:
         """The answer's JSON; None for a 404 when `missing_ok`."""
         try:

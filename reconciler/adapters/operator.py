@@ -4,11 +4,11 @@ resources (ClusterPolicy, NVIDIADriver) in manifests."""
 from __future__ import annotations
 
 import json
-from functools import cache
+from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import files, manifests, positions
+from reconciler.adapters import files, kube, manifests, positions
 from reconciler.core import operator, os_tags
 from reconciler.core.operator import Contract, DriverResource, Kind
 from reconciler.errors import GpudrvError
@@ -81,3 +81,82 @@ def checked(resources: list[DriverResource], rule: os_tags.Rule, release: os_tag
         return operator.contract(resources, rule, release)
     except operator.ContractError as exc:
         raise GpudrvError(str(exc)) from None
+
+
+# --- live: the custom objects API and the operator's Deployment ------------------------------------------
+
+OPERATOR_SELECTOR = "app.kubernetes.io/component=gpu-operator"  # the Helm chart's and OLM's pod label
+
+
+def live_resources(gateway: kube.Gateway) -> list[DriverResource]:
+    """Every ClusterPolicy and NVIDIADriver in the cluster; none when their CRDs are not installed."""
+    found: list[DriverResource] = []
+    for kind in Kind:
+        try:
+            items = list(gateway.pages(partial(_resource_page, gateway, kind)))
+        except kube.NotFound:
+            continue  # the CRD is not installed: no such resource
+        found.extend(_live_resource(kind, item) for item in items)
+    return found
+
+
+def _resource_page(gateway: kube.Gateway, kind: Kind, token: str | None) -> Any:
+    group, version = operator.API_VERSIONS[kind].split("/")
+    return gateway.custom().list_cluster_custom_object_with_http_info(
+        group, version, operator.PLURALS[kind], limit=kube.PAGE_SIZE, _continue=token, **kube.raw()
+    )
+
+
+def _live_resource(kind: Kind, document: dict[str, Any]) -> DriverResource:
+    name = str((document.get("metadata") or {}).get("name", ""))
+    try:
+        return operator.resource({**document, "kind": str(kind)})
+    except operator.ResourceError as exc:
+        raise GpudrvError(f"{kind}/{name} in the cluster: {exc}") from None
+
+
+def live_operator_version(gateway: kube.Gateway) -> str | None:
+    """The release of the running GPU Operator: its Deployment's image tag; None when none runs."""
+    apps = gateway.apps()
+    try:
+        items = list(
+            gateway.pages(
+                lambda token: apps.list_deployment_for_all_namespaces_with_http_info(
+                    label_selector=OPERATOR_SELECTOR, limit=kube.PAGE_SIZE, _continue=token, **kube.raw()
+                )
+            )
+        )
+    except kube.Forbidden as exc:
+        raise GpudrvError(
+            f"cannot read the GPU Operator's Deployment to learn its release ({exc.message}); "
+            "pass --operator-version or set operatorVersion in gpudrv.yaml"
+        ) from None
+    for item in items:
+        containers = (((item.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+            "containers"
+        ) or []
+        for container in containers:
+            image = str(container.get("image") or "")
+            tag = operator.tag_of(image.split("@", 1)[0])
+            if "gpu-operator" in image and tag:
+                return tag
+    return None
+
+
+def live_contract(gateway: kube.Gateway, operator_version: str | None) -> Contract:
+    """The contract of the live cluster, with the rule of the operator release that runs there (or
+    the one given); a running operator whose image tag is no release needs --operator-version."""
+    resources = live_resources(gateway)
+    version = operator_version
+    if version is None and resources:
+        version = live_operator_version(gateway)
+        if version is not None:
+            try:
+                rules().for_version(version)
+            except os_tags.RuleError as exc:
+                raise GpudrvError(
+                    f"the GPU Operator in the cluster at {gateway.host} runs image tag {version!r}: {exc}; "
+                    "pass --operator-version"
+                ) from None
+    rule, release = rule_for(version)
+    return checked(resources, rule, release)

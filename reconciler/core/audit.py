@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from reconciler.core.operator import DriverResource, FleetNote, Mode, Want, Wants
 from reconciler.core.tags import Node, TagError, tag
 
 
@@ -20,26 +21,39 @@ class Finding:
     status: Status
     detail: str  # the missing tag, or why no tag could be computed
     origin: str | None = None
+    image: str | None = None  # the full reference the GPU Operator pulls (None in the lab)
+    resource: DriverResource | None = None  # the operator resource that decides the node's driver
 
     def line(self) -> str:
-        return f"{self.node} {self.status} {self.detail}"
+        subject = self.image if self.status is Status.MISSING and self.image else self.detail
+        text = f"{self.node} {self.status} {subject}"
+        return f"{text} ({self.resource.ref})" if self.resource else text
 
 
 @dataclass(frozen=True)
 class AuditResult:
     audited: tuple[str, ...]
     findings: tuple[Finding, ...]
+    mode: Mode = Mode.LAB
+    notes: tuple[FleetNote, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.findings and not self.notes
 
 
 def audit(nodes: Iterable[Node], matrix_tags: frozenset[str]) -> AuditResult:
-    """Audit the nodes labelled gpu.present=true, in node-name order."""
+    """The lab's audit of the nodes labelled gpu.present=true, in node-name order."""
     gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
     findings = [finding for node in gpu_nodes if (finding := check(node, matrix_tags))]
     return AuditResult(tuple(node.name for node in gpu_nodes), tuple(findings))
+
+
+def audit_wants(found: Wants, matrix_tags: frozenset[str]) -> AuditResult:
+    """The audit of the images the driver contract gives each GPU node, with the fleet's notes."""
+    findings = [finding for want in found.wants if (finding := check_want(want, matrix_tags))]
+    audited = tuple(want.node.name for want in found.wants)
+    return AuditResult(audited, tuple(findings), found.contract.mode, found.notes)
 
 
 def check(node: Node, matrix_tags: frozenset[str]) -> Finding | None:
@@ -47,6 +61,13 @@ def check(node: Node, matrix_tags: frozenset[str]) -> Finding | None:
         wanted = tag(node)
     except TagError as exc:
         return Finding(node.name, Status.INVALID, exc.reason, node.origin)
-    if wanted in matrix_tags:
+    return check_want(Want(node, tag=wanted), matrix_tags)
+
+
+def check_want(want: Want, matrix_tags: frozenset[str]) -> Finding | None:
+    node = want.node
+    if want.tag is None:
+        return Finding(node.name, Status.INVALID, want.reason or "no tag", node.origin, None, want.resource)
+    if want.tag in matrix_tags:
         return None
-    return Finding(node.name, Status.MISSING, wanted, node.origin)
+    return Finding(node.name, Status.MISSING, want.tag, node.origin, want.image, want.resource)

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.core.audit import check
+from reconciler.core.audit import check_want
+from reconciler.core.operator import Want
 from reconciler.core.tags import ImageKey, Node, TagError, tag
 
 OK = "OK"
@@ -42,26 +43,35 @@ class Impact:
 
 
 def impact(before: Sequence[ImageKey], after: Sequence[ImageKey], nodes: Iterable[Node]) -> Impact:
-    """Rows only after (added) and only before (removed), each in file order; GPU nodes in name order."""
+    """The lab's impact: each GPU node's image from its own labels."""
+    gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
+    return impact_wants(before, after, [_lab_want(node) for node in gpu_nodes])
+
+
+def impact_wants(before: Sequence[ImageKey], after: Sequence[ImageKey], wants: Iterable[Want]) -> Impact:
+    """Rows only after (added) and only before (removed), each in file order; GPU nodes in name order,
+    each with the image the driver contract gives it."""
     old, new = frozenset(before), frozenset(after)
     old_tags, new_tags = frozenset(key.tag for key in old), frozenset(key.tag for key in new)
-    gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
+    ordered = sorted(wants, key=lambda want: want.node.name)
     return Impact(
         tuple(key for key in after if key not in old),
         tuple(key for key in before if key not in new),
-        tuple(_node(node, old_tags, new_tags) for node in gpu_nodes),
+        tuple(_node(want, old_tags, new_tags) for want in ordered),
     )
 
 
-def _node(node: Node, before: frozenset[str], after: frozenset[str]) -> NodeImpact:
+def _lab_want(node: Node) -> Want:
     try:
-        wanted: str | None = tag(node)
-        reason = None
+        return Want(node, tag=tag(node))
     except TagError as exc:
-        wanted, reason = None, exc.reason
-    return NodeImpact(node.name, wanted, reason, _status(node, before), _status(node, after))
+        return Want(node, reason=exc.reason)
 
 
-def _status(node: Node, tags: frozenset[str]) -> str:
-    finding = check(node, tags)
+def _node(want: Want, before: frozenset[str], after: frozenset[str]) -> NodeImpact:
+    return NodeImpact(want.node.name, want.tag, want.reason, _status(want, before), _status(want, after))
+
+
+def _status(want: Want, tags: frozenset[str]) -> str:
+    finding = check_want(want, tags)
     return OK if finding is None else str(finding.status)
