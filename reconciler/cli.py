@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 
 from reconciler import __version__
-from reconciler.adapters import github, sources
+from reconciler.adapters import config, github, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import (
     ERROR,
@@ -45,6 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler = args.handler
     _default_output(args)
     try:
+        _configure(args)
         return handler(args)
     except GpudrvError as exc:
         return _error(args, exc)
@@ -60,6 +61,18 @@ def _default_output(args: argparse.Namespace) -> None:
     if args.output is None:
         args.output = Output.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else Output.TEXT
     args.output = Output(args.output)
+
+
+def _configure(args: argparse.Namespace) -> None:
+    """Flags win; then gpudrv.yaml (--config, $GPUDRV_CONFIG or ./gpudrv.yaml); then the defaults."""
+    settings = config.load(args.config)
+    if "matrix" in args and args.matrix is None:
+        args.matrix = settings.matrix or DEFAULT_MATRIX
+    if "operator_version" in args and args.operator_version is None:
+        args.operator_version = settings.operator_version
+    if "folder" in args and args.folder is None:  # manifests validate
+        args.folder = settings.fleet or DEFAULT_MANIFESTS
+    args.fleet = settings.fleet  # the desired state, for the commands that need it (see _desired)
 
 
 def _error(args: argparse.Namespace, error: GpudrvError) -> int:
@@ -85,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Precompiled GPU driver images on Kubernetes: tags, matrix audits, safe upgrades.",
     )
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
+    parser.add_argument(
+        "--config",
+        metavar="PATH",
+        help=f"flag defaults (default: ${config.ENVIRONMENT}, else ./{config.DEFAULT_NAME} if present)",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     nodes, matrix_file, output = _node_options(), _matrix_option(), _output_option()
 
@@ -198,13 +216,15 @@ def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
     diff_cmd.add_argument(
-        "--from", dest="desired_dir", type=Path, required=True, metavar="DIR", help="manifests in git"
+        "--from",
+        dest="from_dir",
+        type=Path,
+        metavar="DIR",
+        help="manifests in git (default: gpudrv.yaml's fleet)",
     )
     diff_cmd.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     diff_cmd.add_argument("--context", help="kubeconfig context to use")
-    diff_cmd.set_defaults(
-        handler=lambda a: diff.run(a.desired_dir, Options(a.kubeconfig, a.context), a.output)
-    )
+    diff_cmd.set_defaults(handler=lambda a: diff.run(_desired(a), _options(a), a.output))
 
 
 def _node_options(manifests: bool = True) -> argparse.ArgumentParser:
@@ -216,6 +236,12 @@ def _node_options(manifests: bool = True) -> argparse.ArgumentParser:
         )
     group.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     group.add_argument("--context", help="kubeconfig context to use")
+    group.add_argument(
+        "--operator-version",
+        metavar="VERSION",
+        help="GPU Operator release whose image-tag rule applies, like v26.3.3 (default: gpudrv.yaml; "
+        "live, the running operator's; else the newest rule)",
+    )
     return options
 
 
@@ -224,9 +250,8 @@ def _matrix_option() -> argparse.ArgumentParser:
     options.add_argument(
         "--matrix",
         type=Path,
-        default=DEFAULT_MATRIX,
         metavar="PATH",
-        help=f"support matrix (default: {DEFAULT_MATRIX})",
+        help=f"support matrix (default: gpudrv.yaml's matrix, else {DEFAULT_MATRIX})",
     )
     return options
 
@@ -257,20 +282,22 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
         "--from",
         dest="folder",
         type=Path,
-        default=DEFAULT_MANIFESTS,
         metavar="DIR",
-        help=f"the *.yaml/*.yml files under DIR (default: {DEFAULT_MANIFESTS})",
+        help=f"the *.yaml/*.yml files under DIR (default: gpudrv.yaml's fleet, else {DEFAULT_MANIFESTS})",
     )
     validate.set_defaults(handler=lambda a: manifest_check.validate(a.folder, a.output))
 
 
-def _source(args: argparse.Namespace) -> sources.NodeSource:
-    """Nodes from manifests or from the cluster: one or the other, never both."""
+def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
+    """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
+    always, for commands whose --from names the desired state instead)."""
+    if live:
+        return sources.NodeSource(None, _options(args), args.operator_version)
     if args.from_dir and (args.kubeconfig or args.context):
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, Options(args.kubeconfig, args.context))
+    return sources.NodeSource(args.from_dir, _options(args), args.operator_version)
 
 
 def _add_upgrade_commands(
@@ -300,6 +327,7 @@ def _add_upgrade_commands(
             force=a.force,
             options=_options(a),
             output=a.output,
+            operator_version=a.operator_version,
         )
     )
 
@@ -341,12 +369,14 @@ def _add_upgrade_commands(
     status_cmd = commands.add_parser(
         "status", parents=[nodes, matrix_file, output], help="one line per GPU node"
     )
-    status_cmd.set_defaults(handler=lambda a: status.run_status(a.from_dir, a.matrix, _options(a), a.output))
+    status_cmd.set_defaults(
+        handler=lambda a: status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
+    )
 
     report_cmd = commands.add_parser(
         "report", parents=[cluster_only, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
     )
-    report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _options(a), a.output))
+    report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _source(a, live=True), a.output))
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -365,9 +395,11 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _desired(args: argparse.Namespace) -> Path:
-    if args.from_dir is None:
-        raise GpudrvError(f"gpudrv {args.command} needs --from DIR: the desired state in git")
-    return Path(args.from_dir)
+    if args.from_dir is None and args.fleet is None:
+        raise GpudrvError(
+            f"gpudrv {args.command} needs --from DIR (or fleet: in gpudrv.yaml): the desired state in git"
+        )
+    return Path(args.from_dir or args.fleet)
 
 
 def _options(args: argparse.Namespace) -> Options:

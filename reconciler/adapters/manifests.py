@@ -92,15 +92,15 @@ def _budget(path: Path, line: int, document: dict[str, Any]) -> Budget:
     if not isinstance(spec, dict):
         raise GpudrvError(f"PodDisruptionBudget {name}: spec must be a mapping", file=str(path), line=line)
     # kubectl apply puts a manifest without a namespace in the context's; ours is always "default".
-    return Budget(str(metadata.get("namespace") or "default"), name, _data(spec), origin)
+    return Budget(str(metadata.get("namespace") or "default"), name, plain(spec), origin)
 
 
-def _data(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """ruamel's round-trip types as plain dicts, lists and scalars, so they compare equal to JSON."""
     if isinstance(value, dict):
-        return {str(key): _data(item) for key, item in value.items()}
+        return {str(key): plain(item) for key, item in value.items()}
     if isinstance(value, list):
-        return [_data(item) for item in value]
+        return [plain(item) for item in value]
     for scalar in (bool, int, float, str):  # bool first: it is an int
         if isinstance(value, scalar):
             return scalar(value)

@@ -4,13 +4,15 @@ resources (ClusterPolicy, NVIDIADriver) in manifests."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import files, kube, manifests, positions
 from reconciler.core import operator, os_tags
-from reconciler.core.operator import Contract, DriverResource, Kind
+from reconciler.core.operator import Contract, DriverResource, Kind, Wants
+from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
 
 # Inside the package, so it ships in the wheel with no packaging rule of its own.
@@ -58,7 +60,8 @@ def _resource(path: Path, line: int, document: dict[str, Any]) -> DriverResource
         at = positions.line_of(document, exc.path, line)
         raise GpudrvError(f"{path}:{at}: {document.get('kind')}: {exc}") from None
     version_line = positions.line_of(document, operator.version_path(item.kind), line)
-    return operator.with_origins(item, f"{path}:{line}", f"{path}:{version_line}")
+    located = operator.with_origins(item, f"{path}:{line}", f"{path}:{version_line}")
+    return replace(located, spec=manifests.plain(dict(item.spec)))
 
 
 def _check_api_version(path: Path, line: int, document: dict[str, Any]) -> None:
@@ -80,7 +83,25 @@ def checked(resources: list[DriverResource], rule: os_tags.Rule, release: os_tag
     try:
         return operator.contract(resources, rule, release)
     except operator.ContractError as exc:
-        raise GpudrvError(str(exc)) from None
+        raise located(exc) from None
+
+
+def wants(contract: Contract, nodes: list[Node]) -> Wants:
+    """Every GPU node's image under the contract; NVIDIADrivers that overlap on a node are one error."""
+    try:
+        return operator.wants(contract, nodes)
+    except operator.ContractError as exc:
+        raise located(exc) from None
+
+
+def located(exc: operator.ContractError) -> GpudrvError:
+    """The core's refusal as the one error type, at the resource's file and line when it has one."""
+    if exc.origin is None:
+        return GpudrvError(exc.reason)
+    file, _, line = exc.origin.rpartition(":")
+    if not line.isdigit():
+        return GpudrvError(exc.reason, file=exc.origin)
+    return GpudrvError(exc.reason, file=file, line=int(line))
 
 
 # --- live: the custom objects API and the operator's Deployment ------------------------------------------

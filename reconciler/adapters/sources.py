@@ -3,31 +3,53 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
-from reconciler.adapters import cluster, files, kube, manifests, schemas
+from reconciler.adapters import files, kube, manifests, operator, schemas
+from reconciler.adapters.cluster import Cluster, connect
 from reconciler.core import matrix
+from reconciler.core.operator import Contract, Wants
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
 
 
 @dataclass(frozen=True)
 class NodeSource:
+    """Nodes, and the GPU Operator's driver resources that decide their images, from one place."""
+
     from_dir: Path | None = None
     cluster: kube.Options = field(default_factory=kube.Options)
+    operator_version: str | None = None  # None: the running operator's release live, else the newest
+
+    @cached_property
+    def live(self) -> Cluster:
+        """One connection per run, shared by every read."""
+        return connect(self.cluster)
 
     def gpu_nodes(self) -> list[Node]:
         if self.from_dir is not None:
             return [node for node in manifests.load_nodes(self.from_dir) if node.gpu_present]
-        return cluster.connect(self.cluster).gpu_nodes()
+        return self.live.gpu_nodes()
+
+    def contract(self) -> Contract:
+        """The driver resources in force: the manifests' with --from, else the cluster's."""
+        if self.from_dir is not None:
+            return operator.offline_contract(self.from_dir, self.operator_version)
+        return operator.live_contract(self.live.gateway, self.operator_version)
+
+    def wants(self) -> Wants:
+        """Every GPU node with the image the contract gives it (read the resources first: a broken
+        resource is reported before any node is read)."""
+        contract = self.contract()
+        return operator.wants(contract, self.gpu_nodes())
 
     def node(self, name: str) -> Node:
         if self.from_dir is not None:
             found = next((node for node in manifests.load_nodes(self.from_dir) if node.name == name), None)
             where = f"in {self.from_dir}"
         else:
-            live = cluster.connect(self.cluster)
-            found, where = live.node(name), f"in the cluster at {live.host}"
+            found, where = self.live.node(name), f"in the cluster at {self.live.host}"
         if found is None:
             raise GpudrvError(f"node {name} not found {where}")
         return found

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from reconciler.adapters import kube
+from reconciler.adapters import operator as operator_files
 from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
@@ -36,6 +37,7 @@ from reconciler.core.upgrade import (
     RunResult,
     State,
 )
+from reconciler.errors import GpudrvError
 from reconciler.render.progress import Progress
 from reconciler.render.upgrades import plan_text
 
@@ -71,6 +73,7 @@ class Busy(Exception):
 
 
 def run(settings: Settings, options: kube.Options) -> int:
+    _refuse_operator_resources(settings.from_dir)
     desired = up.load_desired(settings.from_dir)  # 1. manifests and matrix are valid before anything
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
@@ -79,6 +82,20 @@ def run(settings: Settings, options: kube.Options) -> int:
     _sync_budgets(fleet, desired)  # 3. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
     return _final_audit(fleet, images.working, outcome)
+
+
+def _refuse_operator_resources(from_dir: Path) -> None:
+    """The lab's apply drives the state label itself; where the GPU Operator's driver resources are
+    declared, its own upgrade controller owns that label, and two controllers must never share it."""
+    resources = operator_files.load_resources(from_dir)
+    if resources:
+        first = resources[0]
+        raise GpudrvError(
+            f"{from_dir} declares the GPU Operator's {first.ref}: the operator's upgrade controller "
+            "rolls driver changes out, and gpudrv apply (the lab's label-driven upgrade) would fight it "
+            "for nvidia.com/gpu-driver-upgrade-state; run gpudrv plan for the image and budget gates",
+            file=first.origin.rpartition(":")[0] if first.origin else None,
+        )
 
 
 def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:

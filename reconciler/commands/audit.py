@@ -8,13 +8,13 @@ from pathlib import Path
 from reconciler.adapters import github
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core.audit import audit
+from reconciler.core.audit import audit_wants
 from reconciler.render import audit as show
 
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
     tags = valid_matrix(matrix_path).tags()
-    result = audit(source.gpu_nodes(), tags)
+    result = audit_wants(source.wants(), tags)
     if output is Output.GITHUB:
         github.publish(
             show.annotate(result, matrix_path), show.summary(result, matrix_path), show.closing(result)

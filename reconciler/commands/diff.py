@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from reconciler.adapters import cluster, github, kube, manifests
+from reconciler.adapters import cluster, github, kube, manifests, operator
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core.diff import diff
 from reconciler.render import diff as show
@@ -14,10 +14,12 @@ from reconciler.render import diff as show
 def run(desired_dir: Path, options: kube.Options, output: Output) -> int:
     # Read git first: a broken manifest is reported without touching the cluster.
     nodes, budgets = manifests.load_nodes(desired_dir), manifests.load_budget_specs(desired_dir)
+    resources = operator.load_resources(desired_dir)
     live = cluster.connect(options)
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
-    drift = diff(nodes, live.nodes(), budgets, live_budgets)
+    live_resources = operator.live_resources(live.gateway)
+    drift = diff(nodes, live.nodes(), budgets, live_budgets, (resources, live_resources))
     if output is Output.GITHUB:
         github.publish(
             show.annotate(drift, desired_dir), show.summary(drift, desired_dir), show.closing(drift)

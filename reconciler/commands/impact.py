@@ -13,7 +13,7 @@ from reconciler.adapters import git, github, schemas
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
-from reconciler.core.impact import Impact, impact
+from reconciler.core.impact import Impact, impact_wants
 from reconciler.render import impact as show
 
 RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
@@ -29,7 +29,7 @@ def run(base: str, matrix_path: Path, source: NodeSource, output: Output) -> int
     text = git.read_at(repo, base, repo_path)
     # The base is history: take the rows it had, even if it also had problems.
     before = [] if text is None else [row.key for row in matrix.parse(text, schemas.load("matrix-row")).rows]
-    result = impact(before, [row.key for row in rows], source.gpu_nodes())
+    result = impact_wants(before, [row.key for row in rows], source.wants().wants)
     if output is Output.GITHUB:
         context = show.Context(base, matrix_path, {row.key: row.line for row in rows})
         github.publish(

@@ -1,12 +1,22 @@
-"""`gpudrv plan --from DIR`: per node to upgrade, the target, the steps, and every gate's state."""
+"""`gpudrv plan --from DIR`: per node to upgrade, the target, the steps, and every gate's state.
+
+In the lab the desired driver is each node's declared labels and gpudrv runs the steps itself. With
+the GPU Operator's driver resources in DIR the operator's upgrade controller runs them: the plan is
+which nodes the resources move to another driver, the image each will pull, and the gates.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from reconciler.adapters import kube
+from reconciler.adapters import operator as operator_files
+from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
+from reconciler.core import rollout
+from reconciler.core.operator import Contract, Mode
+from reconciler.core.upgrade import Images
 from reconciler.render import upgrades as show
 
 
@@ -18,10 +28,36 @@ def run(
     force: bool,
     options: kube.Options,
     output: Output,
+    operator_version: str | None = None,
 ) -> int:
     desired = up.load_desired(from_dir)
     images = up.load_images(matrix_path, merged_ref)
-    live = up.read_live(up.connect(options), desired)
+    fleet = up.connect(options)
+    version = operator_version or operator_files.live_operator_version(fleet.gateway)
+    contract = operator_files.offline_contract(from_dir, version)
+    if contract.mode is not Mode.LAB:
+        return _operator_plan(fleet, contract, images, force, output)
+    live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
     print(show.plan_json(plans, images) if output is Output.JSON else show.plan_text(plans, images))
     return FINDINGS if any(plan.blocked for plan in plans) else OK
+
+
+def _operator_plan(fleet: Fleet, contract: Contract, images: Images, force: bool, output: Output) -> int:
+    """The resources in git applied to the live nodes' facts (kernel, OS, the driver they run)."""
+    live = [node.node for node in fleet.gpu_nodes()]
+    found = operator_files.wants(contract, live)
+    moving = [
+        w.node.name
+        for w in found.wants
+        if w.resource and rollout.running_branch(w.node.labels) != w.resource.version
+    ]
+    pods = {name: fleet.pods_on(name) for name in moving}
+    moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
+    text = (
+        show.moves_json(moves, found, images)
+        if output is Output.JSON
+        else show.moves_text(moves, found, images)
+    )
+    print(text)
+    return FINDINGS if any(move.blocked for move in moves) or found.notes else OK

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
-from reconciler.core import tags
+from reconciler.core import operator
 from reconciler.errors import GpudrvError
 
 
 def run(node_name: str, source: NodeSource) -> int:
+    contract = source.contract()
     node = source.node(node_name)
     try:
-        print(tags.tag(node))
-    except tags.TagError as exc:
-        raise GpudrvError(str(exc)) from None
+        want = operator.want_of(contract, node)
+    except operator.ContractError as exc:
+        raise GpudrvError(exc.reason) from None
+    if want.tag is None:
+        raise GpudrvError(f"node {node.name}: {want.reason}")
+    print(want.tag)
     return OK

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.core.operator import DriverResource, FleetNote, Mode, Want, Wants
-from reconciler.core.tags import Node, TagError, tag
+from reconciler.core.tags import KERNEL, Node, TagError, tag
 
 
 class Status(StrEnum):
@@ -23,6 +23,7 @@ class Finding:
     origin: str | None = None
     image: str | None = None  # the full reference the GPU Operator pulls (None in the lab)
     resource: DriverResource | None = None  # the operator resource that decides the node's driver
+    kernel: str | None = None  # the node's kernel label, for messages about the image it lacks
 
     def line(self) -> str:
         subject = self.image if self.status is Status.MISSING and self.image else self.detail
@@ -70,4 +71,5 @@ def check_want(want: Want, matrix_tags: frozenset[str]) -> Finding | None:
         return Finding(node.name, Status.INVALID, want.reason or "no tag", node.origin, None, want.resource)
     if want.tag in matrix_tags:
         return None
-    return Finding(node.name, Status.MISSING, want.tag, node.origin, want.image, want.resource)
+    kernel = node.labels.get(KERNEL)
+    return Finding(node.name, Status.MISSING, want.tag, node.origin, want.image, want.resource, kernel)

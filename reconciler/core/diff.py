@@ -7,11 +7,12 @@ drift too: the fleet in git is meant to be the whole GPU fleet.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from reconciler.core.operator import DriverResource
 from reconciler.core.tags import Node
 
 # The PodDisruptionBudget spec fields a manifest may pin; status and defaults are the cluster's.
@@ -65,13 +66,30 @@ class BudgetDrift:
 
 
 @dataclass(frozen=True)
+class ResourceDrift:
+    """A GPU Operator driver resource (ClusterPolicy, NVIDIADriver): its declared spec fields that differ
+    live (dotted paths under spec), or that it is absent live, or live but not declared."""
+
+    kind: str
+    name: str
+    state: State
+    origin: str | None
+    fields: tuple[Change, ...] = ()
+
+    @property
+    def ref(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+@dataclass(frozen=True)
 class Drift:
     nodes: tuple[NodeDrift, ...]
     budgets: tuple[BudgetDrift, ...]
+    resources: tuple[ResourceDrift, ...] = ()
 
     @property
     def found(self) -> bool:
-        return bool(self.nodes or self.budgets)
+        return bool(self.nodes or self.budgets or self.resources)
 
 
 def diff(
@@ -79,10 +97,65 @@ def diff(
     live_nodes: Iterable[Node],
     desired_budgets: Iterable[Budget] = (),
     live_budgets: Iterable[Budget] = (),
+    resources: tuple[Sequence[DriverResource], Sequence[DriverResource]] = ((), ()),
 ) -> Drift:
     return Drift(
-        tuple(node_drift(desired_nodes, live_nodes)), tuple(budget_drift(desired_budgets, live_budgets))
+        tuple(node_drift(desired_nodes, live_nodes)),
+        tuple(budget_drift(desired_budgets, live_budgets)),
+        tuple(resource_drift(*resources)),
     )
+
+
+def resource_drift(desired: Sequence[DriverResource], live: Sequence[DriverResource]) -> list[ResourceDrift]:
+    """Per driver resource, by kind and name: declared spec fields that differ live, declared but absent
+    live, or (when git declares any) live but not declared: the driver contract is all in git or not."""
+    found = {(item.kind, item.name): item for item in live}
+    wanted = {(item.kind, item.name): item for item in desired}
+    drifts = [_resource(item, found.get(key)) for key, item in wanted.items()]
+    if wanted:
+        drifts += [
+            ResourceDrift(str(kind), name, State.UNDECLARED, None)
+            for kind, name in found
+            if (kind, name) not in wanted
+        ]
+    return sorted((d for d in drifts if d is not None), key=lambda drift: (drift.kind, drift.name))
+
+
+def _resource(desired: DriverResource, live: DriverResource | None) -> ResourceDrift | None:
+    if live is None:
+        return ResourceDrift(str(desired.kind), desired.name, State.ABSENT, desired.origin)
+    changes = tuple(
+        Change(".".join(path), value, _at(live.spec, path))
+        for path, value in _leaves(desired.spec)
+        if _at(live.spec, path) != value
+    )
+    if not changes:
+        return None
+    return ResourceDrift(
+        str(desired.kind), desired.name, State.CHANGED, desired.version_origin or desired.origin, changes
+    )
+
+
+def _leaves(spec: Mapping[str, Any], prefix: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], Any]]:
+    """Every declared value under spec with its path (label keys hold dots, so a tuple); lists and
+    empty mappings are leaves."""
+    leaves: list[tuple[tuple[str, ...], Any]] = []
+    for key, value in spec.items():
+        path = (*prefix, str(key))
+        if isinstance(value, Mapping) and value:
+            leaves += _leaves(value, path)
+        else:
+            leaves.append((path, value))
+    return leaves
+
+
+def _at(spec: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = spec
+    for part in path:
+        if not isinstance(value, Mapping) or part not in value:
+            return None
+        value = value[part]
+    return value
 
 
 def node_drift(desired: Iterable[Node], live: Iterable[Node]) -> list[NodeDrift]:

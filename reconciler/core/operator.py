@@ -77,6 +77,7 @@ class DriverResource:
     default: bool = False  # NVIDIADriver only (v26.7.0+)
     upgrade_policy: Mapping[str, Any] = field(default_factory=dict)
     created: str = ""  # creationTimestamp, live only: the oldest ClusterPolicy is the active one
+    spec: Mapping[str, Any] = field(default_factory=dict)  # as declared, for the diff
     origin: str | None = None  # file:line of the document, or None live
     version_origin: str | None = None  # file:line of its version field
 
@@ -115,6 +116,7 @@ def resource(document: Mapping[str, Any]) -> DriverResource:
             use_driver_crd=_flag(driver, "useNvidiaDriverCRD", base, False),
             enabled=_flag(driver, "enabled", base, True),
             created=created,
+            spec=dict(spec),
         )
     base = ("spec",)
     fields = _driver_fields(spec, base)
@@ -127,6 +129,7 @@ def resource(document: Mapping[str, Any]) -> DriverResource:
         driver_type=_string(spec, "driverType", base) or "gpu",
         default=_flag(spec, "default", base, False),
         created=created,
+        spec=dict(spec),
     )
 
 

@@ -1,23 +1,35 @@
-"""`gpudrv audit` output: a line per finding, JSON, or GitHub annotations and a step summary."""
+"""`gpudrv audit` output: a line per finding, JSON, or GitHub annotations and a step summary.
+
+On a GPU Operator fleet a missing image is the driver resource's fault (its version), so GitHub gets
+one annotation per missing image at that resource's version line, naming the nodes that lack it.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import github
 from reconciler.core.audit import AuditResult, Finding, Status
+from reconciler.core.operator import DriverResource, FleetNote, Mode
+
+SHOWN_NODES = 10  # past this many, an annotation counts the nodes instead of naming them all
 
 
 def as_text(result: AuditResult) -> str:
-    return "\n".join(finding.line() for finding in result.findings) if result.findings else "OK"
+    lines = [finding.line() for finding in result.findings]
+    lines += [f"fleet: {note.message}" for note in result.notes]
+    return "\n".join(lines) if lines else "OK"
 
 
 def as_json(result: AuditResult) -> dict[str, Any]:
     return {
         "ok": result.ok,
+        "mode": str(result.mode),
         "audited": list(result.audited),
         "findings": [_finding(f) for f in result.findings],
+        "notes": [_note(note) for note in result.notes],
     }
 
 
@@ -27,16 +39,62 @@ def _finding(finding: Finding) -> dict[str, Any]:
         "node": finding.node,
         "status": str(finding.status),
         "tag": finding.detail if missing else None,
+        "image": finding.image,
         "reason": None if missing else finding.detail,
         "origin": finding.origin,
+        "resource": _resource(finding.resource),
     }
 
 
-# --- GitHub: an error on each node's manifest (with --from), a table in the step summary -----------
+def _resource(item: DriverResource | None) -> dict[str, Any] | None:
+    if item is None:
+        return None
+    return {"kind": str(item.kind), "name": item.name, "version": item.version, "origin": item.version_origin}
+
+
+def _note(note: FleetNote) -> dict[str, Any]:
+    return {"message": note.message, "resource": _resource(note.resource), "nodes": list(note.nodes)}
+
+
+# --- GitHub: an error where the fix goes, a table in the step summary ------------------------------
 
 
 def annotate(result: AuditResult, matrix_path: Path) -> list[github.Annotation]:
-    return [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings]
+    if result.mode is Mode.LAB:
+        return [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings]
+    missing = [f for f in result.findings if f.status is Status.MISSING]
+    notes = [_missing_image(group, matrix_path) for group in _by_image(missing)]
+    notes += [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings
+              if f.status is Status.INVALID]  # fmt: skip
+    notes += [
+        github.at("error", note.message, note.origin, "GPU Operator: one os tag for every OS")
+        for note in result.notes
+    ]
+    return notes
+
+
+def _by_image(findings: Sequence[Finding]) -> list[list[Finding]]:
+    groups: dict[tuple[str, str], list[Finding]] = {}
+    for finding in findings:
+        ref = finding.resource.ref if finding.resource else ""
+        groups.setdefault((ref, finding.image or finding.detail), []).append(finding)
+    return list(groups.values())
+
+
+def _missing_image(group: Sequence[Finding], matrix_path: Path) -> github.Annotation:
+    first, names = group[0], [f.node for f in group]
+    resource = first.resource
+    shown = ", ".join(names[:SHOWN_NODES])
+    shown += f" and {len(names) - SHOWN_NODES} more" if len(names) > SHOWN_NODES else ""
+    who = f"{resource.ref} (version {resource.version})" if resource else "The driver resource"
+    kernel = f" for kernel {first.kernel}" if first.kernel else ""
+    message = (
+        f"{who} needs {first.image or first.detail}{kernel}, which is not in {matrix_path}: "
+        f"{github.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. "
+        f"Build the image, then add the row with gpudrv matrix add --tag {first.detail}"
+    )
+    origin = resource.version_origin if resource else first.origin
+    return github.at("error", message, origin, f"driver image {first.detail} is not in the support matrix")
 
 
 def _title(finding: Finding) -> str:
@@ -49,9 +107,9 @@ def _message(finding: Finding, matrix_path: Path) -> str:
     if finding.status is Status.INVALID:
         return f"node {finding.node}: {finding.detail}"
     return (
-        f"node {finding.node} needs the driver image {finding.detail}, which is not in {matrix_path}: "
-        f"its driver pod would be stuck in ImagePullBackOff. Build the image, then add the row with "
-        f"gpudrv matrix add --tag {finding.detail}"
+        f"node {finding.node} needs the driver image {finding.image or finding.detail}, which is not in "
+        f"{matrix_path}: its driver pod would be stuck in ImagePullBackOff. Build the image, then add the "
+        f"row with gpudrv matrix add --tag {finding.detail}"
     )
 
 
@@ -61,16 +119,27 @@ def summary(result: AuditResult, matrix_path: Path) -> github.Summary:
     if result.ok:
         return github.Summary("gpudrv audit: OK", f"{audited}, each with its driver image in {matrix_file}.")
     heading = f"gpudrv audit: {len(result.findings)} of {audited} without a driver image"
+    heading += f", {github.count(len(result.notes), 'fleet problem')}" if result.notes else ""
     lead = f"Not in {matrix_file}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
-    rows = [
-        (github.code(f.node), f"**{f.status}**", github.code(f.detail), github.code(f.origin or "live"))
-        for f in result.findings
-    ]
-    table = github.Table(("Node", "Status", "Image tag or reason", "Manifest"), rows)
-    return github.Summary(heading, lead, (table,))
+    lead += "".join(f"\n\n**Fleet:** {github.text(note.message)}" for note in result.notes)
+    if result.mode is Mode.LAB:
+        columns = ("Node", "Status", "Image tag or reason", "Manifest")
+        rows = [
+            (github.code(f.node), f"**{f.status}**", github.code(f.detail), github.code(f.origin or "live"))
+            for f in result.findings
+        ]
+    else:
+        columns = ("Node", "Status", "Image or reason", "Driver resource")
+        rows = [
+            (github.code(f.node), f"**{f.status}**", github.code(f.image or f.detail),
+             github.code(f.resource.ref if f.resource else "none"))
+            for f in result.findings
+        ]  # fmt: skip
+    return github.Summary(heading, lead, (github.Table(columns, rows),))
 
 
 def closing(result: AuditResult) -> str:
     missing = sum(f.status is Status.MISSING for f in result.findings)
     audited = github.count(len(result.audited), "GPU node")
-    return f"gpudrv audit: {audited}, {missing} MISSING, {len(result.findings) - missing} INVALID"
+    closing = f"gpudrv audit: {audited}, {missing} MISSING, {len(result.findings) - missing} INVALID"
+    return closing + (f", {github.count(len(result.notes), 'fleet problem')}" if result.notes else "")

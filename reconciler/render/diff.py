@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import github
-from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, State
+from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, ResourceDrift, State
 
 RED, GREEN, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[0m"
 Paint = Callable[[str, str], str]
@@ -23,6 +23,7 @@ def as_text(drift: Drift, desired_dir: Path, paint: Paint) -> str:
         return "no drift"
     blocks = [_node_block(node, desired_dir, paint) for node in drift.nodes]
     blocks += [_budget_block(budget, paint) for budget in drift.budgets]
+    blocks += [_resource_block(item, desired_dir, paint) for item in drift.resources]
     return "\n".join(line for block in blocks for line in block)
 
 
@@ -42,6 +43,16 @@ def as_json(drift: Drift) -> dict[str, Any]:
                 "fields": _changes(b.fields, "field"),
             }
             for b in drift.budgets
+        ],
+        "drivers": [
+            {
+                "kind": r.kind,
+                "name": r.name,
+                "state": str(r.state),
+                "origin": r.origin,
+                "fields": _changes(r.fields, "field"),
+            }
+            for r in drift.resources
         ],
     }
 
@@ -63,6 +74,18 @@ def _budget_block(budget: BudgetDrift, paint: Paint) -> list[str]:
         line for change in budget.fields for line in _change(change, f"spec.{change.name}: ", _value, paint)
     ]
     return [paint(BOLD, f"{ref}   ({budget.origin})"), *lines]
+
+
+def _resource_block(item: ResourceDrift, desired_dir: Path, paint: Paint) -> list[str]:
+    ref = item.ref.lower()
+    if item.state is State.ABSENT:
+        return [paint(GREEN, f"+ {ref}   (declared in {item.origin}; absent live)")]
+    if item.state is State.UNDECLARED:
+        return [paint(RED, f"- {ref}   (live; not declared under {desired_dir})")]
+    lines = [
+        line for change in item.fields for line in _change(change, f"spec.{change.name}: ", _value, paint)
+    ]
+    return [paint(BOLD, f"{ref}   ({item.origin})"), *lines]
 
 
 def _change(change: Change, prefix: str, show: Callable[[Any], str], paint: Paint) -> list[str]:
@@ -91,7 +114,23 @@ def paint() -> Paint:
 
 def annotate(drift: Drift, desired_dir: Path) -> list[github.Annotation]:
     notes = [_node_annotation(node, desired_dir) for node in drift.nodes]
+    notes += [_resource_annotation(item, desired_dir) for item in drift.resources]
     return notes + [_budget_annotation(budget) for budget in drift.budgets]
+
+
+def _resource_annotation(item: ResourceDrift, desired_dir: Path) -> github.Annotation:
+    if item.state is State.ABSENT:
+        return github.at(
+            "error", f"{item.ref} is declared here but absent live", item.origin, f"{item.ref} absent"
+        )
+    if item.state is State.UNDECLARED:
+        message = f"{item.ref} is live but no manifest under {desired_dir} declares it"
+        return github.at("error", message, None, f"{item.ref} not declared")
+    lines = [
+        f"{item.ref} differs live:",
+        *(_change_text(change, f"spec.{change.name}", _value) for change in item.fields),
+    ]
+    return github.at("error", "\n".join(lines), item.origin, f"{item.ref} drifted from git")
 
 
 def _node_annotation(node: NodeDrift, desired_dir: Path) -> github.Annotation:
@@ -127,8 +166,10 @@ def summary(drift: Drift, desired_dir: Path) -> github.Summary:
         return github.Summary("gpudrv diff: no drift", f"The cluster matches {where}.")
     rows = [row for node in drift.nodes for row in _node_rows(node)]
     rows += [row for budget in drift.budgets for row in _budget_rows(budget)]
+    rows += [row for item in drift.resources for row in _resource_rows(item)]
     table = github.Table(("Object", "Field", "Desired (git)", "Live", "Declared in"), rows)
-    lead = f"The live cluster differs from {where}: {len(drift.nodes) + len(drift.budgets)} objects."
+    objects = len(drift.nodes) + len(drift.budgets) + len(drift.resources)
+    lead = f"The live cluster differs from {where}: {objects} objects."
     return github.Summary("gpudrv diff: drift", lead, (table,))
 
 
@@ -149,10 +190,20 @@ def _budget_rows(budget: BudgetDrift) -> list[tuple[str, ...]]:
     return [(ref, *_cells(change, f"spec.{change.name}", _value), origin) for change in budget.fields]
 
 
+def _resource_rows(item: ResourceDrift) -> list[tuple[str, ...]]:
+    ref, origin = github.code(item.ref), github.code(item.origin or "")
+    if item.state is State.ABSENT:
+        return [(ref, "", "declared", "**absent**", origin)]
+    if item.state is State.UNDECLARED:
+        return [(ref, "", "**not declared**", "live", "")]
+    return [(ref, *_cells(change, f"spec.{change.name}", _value), origin) for change in item.fields]
+
+
 def _cells(change: Change, name: str, show: Callable[[Any], str]) -> tuple[str, str, str]:
     live = "_not set_" if change.live is None else github.code(show(change.live))
     return github.code(name), github.code(show(change.desired)), live
 
 
 def closing(drift: Drift) -> str:
-    return f"gpudrv diff: {len(drift.nodes)} nodes and {len(drift.budgets)} disruption budgets drifted"
+    text = f"gpudrv diff: {len(drift.nodes)} nodes and {len(drift.budgets)} disruption budgets drifted"
+    return text + (f", {len(drift.resources)} GPU Operator driver resources" if drift.resources else "")

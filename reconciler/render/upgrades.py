@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.core.operator import Wants
+from reconciler.core.rollout import Move
 from reconciler.core.upgrade import Images, NodePlan
 from reconciler.render import table
 
@@ -100,3 +102,56 @@ def report_text(data: dict[str, object]) -> str:
         lines.append(f"{key}_TAG={facts['tag'] or ''}")
         lines.append(f"{key}_UPGRADE_STATE={facts['upgrade_state'] or ''}")
     return "\n".join(lines)
+
+
+# --- the GPU Operator's rollout: which nodes the driver resources move, and their gates --------------
+
+
+def moves_text(moves: Sequence[Move], found: Wants, images: Images) -> str:
+    resources = f"driver resources ({found.contract.mode})"
+    mode = f"{resources}; the GPU Operator's upgrade controller rolls them out"
+    if not moves:
+        lines = [f"nothing to upgrade: every GPU node runs the version its {resources} ask for"]
+    else:
+        lines = [line for move in moves for line in _move_lines(move)]
+        blocked = sum(move.blocked for move in moves)
+        lines.append(
+            f"{len(moves) - blocked} of {len(moves)} node(s) can proceed"
+            + (f", {blocked} blocked" if blocked else "")
+            + f" ({mode}; images from {images.path} on {images.ref})"
+        )
+    lines += [f"fleet: {note.message}" for note in found.notes]
+    return "\n".join(lines)
+
+
+def _move_lines(move: Move) -> list[str]:
+    owner = f" ({move.resource.ref})" if move.resource else ""
+    head = f"{move.node}: driver {move.running or 'unknown'} -> {move.target}{owner}"
+    head += f", image {move.image}" if move.image else ""
+    lines = [head + (" BLOCKED" if move.blocked else "")]
+    lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in move.gates)
+    return lines
+
+
+def moves_json(moves: Sequence[Move], found: Wants, images: Images) -> str:
+    data = {
+        "ref": images.ref,
+        "matrix": images.path,
+        "mode": str(found.contract.mode),
+        "blocked": any(move.blocked for move in moves),
+        "nodes": [
+            {
+                "node": move.node,
+                "resource": move.resource.ref if move.resource else None,
+                "live_driver": move.running,
+                "target_driver": move.target,
+                "image": move.image,
+                "target_tag": move.tag,
+                "blocked": move.blocked,
+                "gates": [{"name": g.name, "ok": g.ok, "detail": g.detail} for g in move.gates],
+            }
+            for move in moves
+        ],
+        "notes": [note.message for note in found.notes],
+    }
+    return json.dumps(data, indent=2)

@@ -11,6 +11,7 @@ from reconciler.adapters import kube
 from reconciler.core import diff
 from reconciler.core.diff import Budget, BudgetDrift, Change, NodeDrift, State
 from reconciler.core.impact import NodeImpact, impact
+from reconciler.core.operator import DriverResource, Kind
 from reconciler.core.tags import ImageKey, Node
 from reconciler.render import diff as diff_cmd
 from reconciler.render import impact as impact_cmd
@@ -100,7 +101,7 @@ def test_no_drift() -> None:
     result = diff.diff([Node("n", LAB)], [Node("n", {**LAB, "x": "y"})], [], [])
     assert not result.found
     assert diff_cmd.as_text(result, Path("fleet"), plain) == "no drift"
-    assert diff_cmd.as_json(result) == {"drift": False, "nodes": [], "budgets": []}
+    assert diff_cmd.as_json(result) == {"drift": False, "nodes": [], "budgets": [], "drivers": []}
 
 
 def test_diff_text_like_kubectl_diff() -> None:
@@ -207,3 +208,32 @@ def test_impact_removal_that_strands_a_node() -> None:
 def test_impact_markdown_escapes_pipes() -> None:
     result = impact([], [], [Node("n", {**GPU, MAJOR: "5|5"})])
     assert "\\|" in impact_cmd.as_markdown(result, "main", "m.csv")
+
+
+def _driver(name: str, version: str, selector: dict[str, str], origin: str | None = None) -> DriverResource:
+    spec = {"version": version, "usePrecompiled": True, "nodeSelector": selector}
+    return DriverResource(
+        Kind.NVIDIA_DRIVER, name, version, True, spec=spec, origin=origin, version_origin=origin
+    )
+
+
+def test_driver_resources_drift_by_declared_field() -> None:
+    os_id = "feature.node.kubernetes.io/system-os_release.ID"  # a key with dots: paths are not split on them
+    desired = [
+        _driver("ubuntu", "550", {os_id: "ubuntu"}, "fleet/nvd.yaml:9"),
+        _driver("new", "550", {}, "fleet/n.yaml:3"),
+    ]
+    live = [_driver("ubuntu", "535", {os_id: "ubuntu"}), _driver("stray", "535", {})]
+    drifts = diff.resource_drift(desired, live)
+    assert [(d.ref, d.state) for d in drifts] == [
+        ("NVIDIADriver/new", diff.State.ABSENT),
+        ("NVIDIADriver/stray", diff.State.UNDECLARED),
+        ("NVIDIADriver/ubuntu", diff.State.CHANGED),
+    ]
+    assert drifts[2].fields == (diff.Change("version", "550", "535"),)
+    text = diff_cmd.as_text(diff.Drift((), (), tuple(drifts)), Path("fleet"), plain)
+    assert '- spec.version: "535"   (live)' in text and '+ spec.version: "550"   (desired)' in text
+
+
+def test_live_driver_resources_are_not_drift_when_git_declares_none() -> None:
+    assert diff.resource_drift([], [_driver("stray", "535", {})]) == []
