@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reconciler import __version__
-from reconciler.adapters import github
+from reconciler.adapters import actions_guard, github
 from reconciler.adapters.cluster import Options
 from reconciler.commands import (
     ERROR,
@@ -39,6 +39,13 @@ GITHUB_HELP = "github (annotations and a step summary; the default when GITHUB_A
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # In GitHub Actions the runner reads both streams for workflow commands: guard them before
+    # anything (argparse's usage errors included) can quote a value.
+    with actions_guard.guarded():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ def run(source: NodeSource, matrix_path: Path, output: str) -> int:
     if output == "github":
         github.publish(annotate(result, matrix_path), summary(result, matrix_path), closing(result))
     else:
-        print(json.dumps(as_json(result), indent=2) if output == "json" else as_text(result))
+        print(github.json_text(as_json(result)) if output == "json" else as_text(result))
     return OK if result.ok else FINDINGS
 
 

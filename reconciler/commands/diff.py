@@ -30,7 +30,7 @@ def run(desired_dir: Path, options: cluster.Options, output: str) -> int:
     if output == "github":
         github.publish(annotate(drift, desired_dir), summary(drift, desired_dir), closing(drift))
     elif output == "json":
-        print(json.dumps(as_json(drift), indent=2))
+        print(github.json_text(as_json(drift)))
     else:
         print(as_text(drift, desired_dir, _paint()))
     return FINDINGS if drift.found else OK

@@ -52,7 +52,11 @@ def run(target: str | None, namespace: str | None, source: NodeSource, output: s
     table = load_table()
     nodes, items = read(target, namespace, source)
     reports = [explain(item, nodes, table) for item in items]
-    print(RENDERERS[output](reports))
+    rendered = RENDERERS[output](reports)
+    if output == "github":
+        github.print_rendered(rendered)  # its annotations are gpudrv's own workflow commands
+    else:
+        print(rendered)
     return exit_code(reports, output)
 
 
@@ -142,7 +146,7 @@ def _text_lines(report: Report) -> Iterator[str]:
 
 
 def as_json(reports: Sequence[Report]) -> str:
-    return json.dumps([_json(report) for report in reports], indent=2)
+    return github.json_text([_json(report) for report in reports])
 
 
 def _json(report: Report) -> dict[str, Any]:

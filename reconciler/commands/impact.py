@@ -6,7 +6,6 @@ Exit 1 when a node that had its image at REF would lose it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -105,7 +104,7 @@ def _node(node: NodeImpact) -> dict[str, Any]:
 
 
 def _json_text(result: Impact, base: str, path: str) -> str:
-    return json.dumps(as_json(result, base, path), indent=2)
+    return github.json_text(as_json(result, base, path))
 
 
 _RENDER: dict[str, Callable[[Impact, str, str], str]] = {

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from reconciler.adapters import cluster, manifests
+from reconciler.adapters import cluster, github, manifests
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import OK
 from reconciler.commands.apply import FAILURE
@@ -31,7 +30,7 @@ class Row:
 
 def run_status(from_dir: Path | None, matrix_path: Path, options: cluster.Options, output: str) -> int:
     rows = status_rows(from_dir, matrix_path, options)
-    print(json.dumps([asdict(row) for row in rows], indent=2) if output == "json" else status_table(rows))
+    print(github.json_text([asdict(row) for row in rows]) if output == "json" else status_table(rows))
     return OK
 
 
@@ -117,7 +116,7 @@ def run_report(matrix_path: Path, options: cluster.Options, output: str) -> int:
         n.name: {"tag": _tag(n.node), "upgrade_state": n.node.labels.get(tags.UPGRADE_STATE)} for n in nodes
     }
     data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
-    print(json.dumps(data, indent=2) if output == "json" else report_text(data))
+    print(github.json_text(data) if output == "json" else report_text(data))
     return OK
 
 

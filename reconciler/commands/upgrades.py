@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, git, manifests, schemas
+from reconciler.adapters import cluster, git, github, manifests, schemas
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands.sources import valid_matrix
 from reconciler.core import budget, matrix, upgrade
@@ -141,7 +140,7 @@ def plan_json(plans: Sequence[NodePlan], images: Images) -> str:
         "blocked": any(plan.blocked for plan in plans),
         "nodes": [_plan_dict(plan) for plan in plans],
     }
-    return json.dumps(data, indent=2)
+    return github.json_text(data)
 
 
 def _plan_dict(plan: NodePlan) -> dict[str, Any]:
