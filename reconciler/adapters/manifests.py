@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import warnings
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, YAMLError
 
+from reconciler.adapters import positions
 from reconciler.adapters.files import read_text
+from reconciler.core import node_schema
 from reconciler.core.diff import Budget
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -27,13 +30,28 @@ def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
     """(line, document) for each YAML document of the file; one clear error on broken YAML."""
     yaml = YAML(typ="rt")
     try:
-        for document in yaml.load_all(read_text(path)):
+        for document in _quietly(yaml.load_all(read_text(path))):
             yield _line_of(document), document
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 1
         raise GpudrvError(f"{path}:{line}: invalid YAML: {exc.problem or exc.context}") from None
     except YAMLError as exc:
         raise GpudrvError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+
+
+def _quietly(documents: Iterator[Any]) -> Iterator[Any]:
+    """The documents, without ruamel's warning about YAML 1.1 floats with no dot (1e3): many lines on
+    stderr, where gpudrv writes one line per error; it loads them as floats, and the checks say so."""
+    while True:
+        with warnings.catch_warnings():  # only while ruamel reads: not across the yield
+            warnings.simplefilter("ignore", MantissaNoDotYAML1_1Warning)
+            document = next(documents, _END)
+        if document is _END:
+            return
+        yield document
+
+
+_END = object()
 
 
 def documents_of_kinds(path: Path, kinds: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -130,14 +148,19 @@ def _node(path: Path, line: int, document: dict[str, Any]) -> Node:
     for key, value in labels.items():
         if not isinstance(value, str):
             at = f"{path}:{_key_line(labels, key, line)}"
-            raise GpudrvError(f'{at}: node {name}: label {key} must be a string; quote it: "{_plain(value)}"')
+            advice = node_schema.must_be_string(f"label {key}", value, written(path, labels, (key,)))
+            raise GpudrvError(f"{at}: node {name}: {advice}")
     return Node(name, {str(key): value for key, value in labels.items()}, origin)
 
 
-def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
+def written(path: Path, document: Any, at: Sequence[str | int]) -> str | None:
+    """The value at `at` in `document` as the file at `path` writes it (see positions.written); None
+    if unknown. The file is read again: only to word an error, as the documents do not keep the text."""
+    try:
+        text = read_text(path)
+    except GpudrvError:
+        return None
+    return positions.written(text, document, at)
 
 
 def _line_of(node: Any, default: int = 1) -> int:
