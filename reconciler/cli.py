@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler import __version__
@@ -51,12 +52,39 @@ def _main(argv: Sequence[str] | None) -> int:
     handler: Handler = args.handler
     _default_output(args)
     try:
+        _refuse_empty(args)
         return handler(args)
     except GpudrvError as exc:
         return _error(args, str(exc))
     except KeyboardInterrupt:
         print("gpudrv: interrupted", file=sys.stderr)
         return 130
+
+
+@dataclass(frozen=True)
+class _Empty:
+    """An option given an empty value: `--from "$FLEET"` with FLEET unset. Refused after parsing, as
+    one error line: read as a path, "" would be the current directory."""
+
+    option: str
+    what: str
+
+    def message(self) -> str:
+        return f"{self.option}: empty {self.what} (is a variable unset?)"
+
+
+def _path(option: str) -> Callable[[str], Path | _Empty]:
+    return lambda text: Path(text) if text else _Empty(option, "path")
+
+
+def _given(option: str, what: str) -> Callable[[str], str | _Empty]:
+    return lambda text: text if text else _Empty(option, what)
+
+
+def _refuse_empty(args: argparse.Namespace) -> None:
+    for value in vars(args).values():
+        if isinstance(value, _Empty):
+            raise GpudrvError(value.message())
 
 
 def _default_output(args: argparse.Namespace) -> None:
@@ -93,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     nodes, matrix_file, output = _node_options(), _matrix_option(), _output_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
-    tag_cmd.add_argument("node", metavar="NODE")
+    tag_cmd.add_argument("node", type=_given("NODE", "node name"), metavar="NODE")
     tag_cmd.set_defaults(handler=lambda a: tag.run(a.node, _source(a)))
 
     audit_cmd = commands.add_parser(
@@ -140,7 +168,7 @@ def _add_matrix_commands(
         "validate", parents=[matrix_file, _output_option("github", json=False)], help="check the matrix file"
     )
     validate.add_argument(
-        "path", nargs="?", type=Path, metavar="PATH", help="matrix file (default: --matrix)"
+        "path", nargs="?", type=_path("PATH"), metavar="PATH", help="matrix file (default: --matrix)"
     )
     validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix, a.output))
 
@@ -182,7 +210,13 @@ def _add_matrix_git_commands(
         help="rows added/removed since REF, and each GPU node's audit status before and after",
         description="Exit 1 when a node that had its image at REF would lose it.",
     )
-    impact_cmd.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
+    impact_cmd.add_argument(
+        "--base",
+        required=True,
+        type=_given("--base", "git ref"),
+        metavar="REF",
+        help="git ref to compare with",
+    )
     impact_cmd.add_argument(
         "-o",
         "--output",
@@ -200,10 +234,14 @@ def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
     diff_cmd.add_argument(
-        "--from", dest="desired_dir", type=Path, required=True, metavar="DIR", help="manifests in git"
+        "--from",
+        dest="desired_dir",
+        type=_path("--from"),
+        required=True,
+        metavar="DIR",
+        help="manifests in git",
     )
-    diff_cmd.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    diff_cmd.add_argument("--context", help="kubeconfig context to use")
+    _cluster_options(diff_cmd)
     diff_cmd.set_defaults(
         handler=lambda a: diff.run(a.desired_dir, Options(a.kubeconfig, a.context), a.output)
     )
@@ -214,18 +252,27 @@ def _node_options(manifests: bool = True) -> argparse.ArgumentParser:
     group = options.add_argument_group("nodes")
     if manifests:
         group.add_argument(
-            "--from", dest="from_dir", type=Path, metavar="DIR", help="read manifests under DIR"
+            "--from", dest="from_dir", type=_path("--from"), metavar="DIR", help="read manifests under DIR"
         )
-    group.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    group.add_argument("--context", help="kubeconfig context to use")
+    _cluster_options(group)
     return options
+
+
+def _cluster_options(group: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    group.add_argument(
+        "--kubeconfig",
+        type=_given("--kubeconfig", "path"),
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    context = _given("--context", "context name")
+    group.add_argument("--context", type=context, help="kubeconfig context to use")
 
 
 def _matrix_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
         "--matrix",
-        type=Path,
+        type=_path("--matrix"),
         default=DEFAULT_MATRIX,
         metavar="PATH",
         help=f"support matrix (default: {DEFAULT_MATRIX})",
@@ -258,7 +305,7 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
     validate.add_argument(
         "--from",
         dest="folder",
-        type=Path,
+        type=_path("--from"),
         default=DEFAULT_MANIFESTS,
         metavar="DIR",
         help=f"the *.yaml/*.yml files under DIR (default: {DEFAULT_MANIFESTS})",
@@ -284,6 +331,7 @@ def _add_upgrade_commands(
     gates = argparse.ArgumentParser(add_help=False)
     gates.add_argument(
         "--merged-ref",
+        type=_given("--merged-ref", "git ref"),
         metavar="REF",
         help="where the image gate reads the matrix (default: origin/main, else main)",
     )
@@ -327,7 +375,7 @@ def _add_upgrade_commands(
     drain_cmd = commands.add_parser(
         "drain", parents=[cluster_only], help="cordon and evict, naming the budget that refuses"
     )
-    drain_cmd.add_argument("node", metavar="NODE")
+    drain_cmd.add_argument("node", type=_given("NODE", "node name"), metavar="NODE")
     drain_cmd.add_argument(
         "--timeout", type=_duration, default=300.0, metavar="D", help="give up after D (default 5m)"
     )
