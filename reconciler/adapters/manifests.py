@@ -27,31 +27,38 @@ def manifest_files(folder: Path) -> list[Path]:
 
 
 def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line, document) for each YAML document of the file; one clear error on broken YAML."""
-    yaml = YAML(typ="rt")
+    """(line, document) for each YAML document of the file; one clear error on broken YAML, after the
+    documents before it. Parsed once per text: explain, plan and diff read nodes, workloads and budgets
+    from the same files, and parsing is what costs (the file is read again, to see an edit)."""
+    text = read_text(path)
+    cached = _parsed.get(path)
+    if cached is None or cached[0] != text:
+        cached = _parsed[path] = (text, *_parse(path, text))
+    _, documents, error = cached
+    yield from documents
+    if error is not None:
+        raise GpudrvError(error)
+
+
+# path -> (its text, its documents, the error that ended them): the parse of the text last read there.
+_parsed: dict[Path, tuple[str, tuple[tuple[int, Any], ...], str | None]] = {}
+
+
+def _parse(path: Path, text: str) -> tuple[tuple[tuple[int, Any], ...], str | None]:
+    documents: list[tuple[int, Any]] = []
     try:
-        for document in _quietly(yaml.load_all(read_text(path))):
-            yield _line_of(document), document
+        with warnings.catch_warnings():
+            # ruamel warns, in many lines on stderr, about YAML 1.1 floats with no dot (1e3), and loads
+            # them as floats: gpudrv writes one line per error, and its checks name such values.
+            warnings.simplefilter("ignore", MantissaNoDotYAML1_1Warning)
+            for document in YAML(typ="rt").load_all(text):
+                documents.append((_line_of(document), document))
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 1
-        raise GpudrvError(f"{path}:{line}: invalid YAML: {exc.problem or exc.context}") from None
+        return tuple(documents), f"{path}:{line}: invalid YAML: {exc.problem or exc.context}"
     except YAMLError as exc:
-        raise GpudrvError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
-
-
-def _quietly(documents: Iterator[Any]) -> Iterator[Any]:
-    """The documents, without ruamel's warning about YAML 1.1 floats with no dot (1e3): many lines on
-    stderr, where gpudrv writes one line per error; it loads them as floats, and the checks say so."""
-    while True:
-        with warnings.catch_warnings():  # only while ruamel reads: not across the yield
-            warnings.simplefilter("ignore", MantissaNoDotYAML1_1Warning)
-            document = next(documents, _END)
-        if document is _END:
-            return
-        yield document
-
-
-_END = object()
+        return tuple(documents), f"{path}: invalid YAML: {str(exc).splitlines()[0]}"
+    return tuple(documents), None
 
 
 def documents_of_kinds(path: Path, kinds: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
