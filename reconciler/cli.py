@@ -7,11 +7,10 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from enum import StrEnum
-from pathlib import Path
 
 from reconciler import __version__
-from reconciler.adapters import config, github, sources
+from reconciler import arguments as args_
+from reconciler.adapters import actions_guard, config, github, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import (
     ERROR,
@@ -29,23 +28,27 @@ from reconciler.commands import (
     tag,
 )
 from reconciler.commands import plan as upgrade_plan
-from reconciler.core import duration
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
-DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
-DEFAULT_MANIFESTS = Path("clusters")
 Handler = Callable[[argparse.Namespace], int]
-GITHUB_HELP = "github (annotations and a step summary; the default when GITHUB_ACTIONS=true)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # In GitHub Actions the runner reads both streams for workflow commands: guard them before
+    # anything (argparse's usage errors included) can quote a value.
+    with actions_guard.guarded():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler: Handler = args.handler
     _default_output(args)
     try:
-        _configure(args)
+        args_.refuse_empty(args)
+        args_.configure(args)
         return handler(args)
     except GpudrvError as exc:
         return _error(args, exc)
@@ -61,18 +64,6 @@ def _default_output(args: argparse.Namespace) -> None:
     if args.output is None:
         args.output = Output.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else Output.TEXT
     args.output = Output(args.output)
-
-
-def _configure(args: argparse.Namespace) -> None:
-    """Flags win; then gpudrv.yaml (--config, $GPUDRV_CONFIG or ./gpudrv.yaml); then the defaults."""
-    settings = config.load(args.config)
-    if "matrix" in args and args.matrix is None:
-        args.matrix = settings.matrix or DEFAULT_MATRIX
-    if "operator_version" in args and args.operator_version is None:
-        args.operator_version = settings.operator_version
-    if "folder" in args and args.folder is None:  # manifests validate
-        args.folder = settings.fleet or DEFAULT_MANIFESTS
-    args.fleet = settings.fleet  # the desired state, for the commands that need it (see _desired)
 
 
 def _error(args: argparse.Namespace, error: GpudrvError) -> int:
@@ -100,19 +91,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
     parser.add_argument(
         "--config",
+        type=args_.given("--config", "path"),
         metavar="PATH",
         help=f"flag defaults (default: ${config.ENVIRONMENT}, else ./{config.DEFAULT_NAME} if present)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    nodes, matrix_file, output = _node_options(), _matrix_option(), _output_option()
+    nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
-    tag_cmd.add_argument("node", metavar="NODE")
+    tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
     tag_cmd.set_defaults(handler=lambda a: tag.run(a.node, _source(a)))
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, matrix_file, _output_option(Output.GITHUB)],
+        parents=[nodes, matrix_file, args_.output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
     audit_cmd.set_defaults(handler=lambda a: audit.run(_source(a), a.matrix, a.output))
@@ -140,7 +132,9 @@ def _add_explain_command(
         "target", nargs="?", metavar="KIND/NAME", help="e.g. pod/cuda13-job (default: every workload)"
     )
     explain_cmd.add_argument("-n", "--namespace", help="namespace (live default: default; --from: all)")
-    explain_cmd.add_argument("-o", "--output", choices=explain.OUTPUTS, help=f"text, json or {GITHUB_HELP}")
+    explain_cmd.add_argument(
+        "-o", "--output", choices=explain.OUTPUTS, help=f"text, json or {args_.GITHUB_HELP}"
+    )
     explain_cmd.set_defaults(handler=lambda a: explain.run(a.target, a.namespace, _source(a), a.output))
 
 
@@ -152,11 +146,11 @@ def _add_matrix_commands(
 
     validate = verbs.add_parser(
         "validate",
-        parents=[matrix_file, _output_option(Output.GITHUB, json=False)],
+        parents=[matrix_file, args_.output_option(Output.GITHUB, json=False)],
         help="check the matrix file",
     )
     validate.add_argument(
-        "path", nargs="?", type=Path, metavar="PATH", help="matrix file (default: --matrix)"
+        "path", nargs="?", type=args_.path("PATH"), metavar="PATH", help="matrix file (default: --matrix)"
     )
     validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix, a.output))
 
@@ -185,7 +179,7 @@ def _add_matrix_git_commands(
 ) -> None:
     history_cmd = verbs.add_parser(
         "history",
-        parents=[matrix_file, _output_option()],
+        parents=[matrix_file, args_.output_option()],
         help="every row ever in the matrix: added and removed by which commit, author, date, PR",
         description="One pass over the first-parent git history of the matrix file (needs a full "
         "clone). A merged pull request's rows belong to the commit that landed them.",
@@ -194,16 +188,22 @@ def _add_matrix_git_commands(
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[_node_options(), matrix_file],
+        parents=[args_.node_options(), matrix_file],
         help="rows added/removed since REF, and each GPU node's audit status before and after",
         description="Exit 1 when a node that had its image at REF would lose it.",
     )
-    impact_cmd.add_argument("--base", required=True, metavar="REF", help="git ref to compare with")
+    impact_cmd.add_argument(
+        "--base",
+        required=True,
+        type=args_.given("--base", "git ref"),
+        metavar="REF",
+        help="git ref to compare with",
+    )
     impact_cmd.add_argument(
         "-o",
         "--output",
-        choices=_values(Output.TEXT, Output.JSON, Output.MARKDOWN, Output.GITHUB),
-        help=f"text, json, markdown (for a PR summary) or {GITHUB_HELP}",
+        choices=args_.values(Output.TEXT, Output.JSON, Output.MARKDOWN, Output.GITHUB),
+        help=f"text, json, markdown (for a PR summary) or {args_.GITHUB_HELP}",
     )
     impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
 
@@ -211,62 +211,19 @@ def _add_matrix_git_commands(
 def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[_output_option(Output.GITHUB)],
+        parents=[args_.output_option(Output.GITHUB)],
         help="declared node labels and PDB specs in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
     diff_cmd.add_argument(
         "--from",
         dest="from_dir",
-        type=Path,
+        type=args_.path("--from"),
         metavar="DIR",
         help="manifests in git (default: gpudrv.yaml's fleet)",
     )
-    diff_cmd.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    diff_cmd.add_argument("--context", help="kubeconfig context to use")
-    diff_cmd.set_defaults(handler=lambda a: diff.run(_desired(a), _options(a), a.output))
-
-
-def _node_options(manifests: bool = True) -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    group = options.add_argument_group("nodes")
-    if manifests:
-        group.add_argument(
-            "--from", dest="from_dir", type=Path, metavar="DIR", help="read manifests under DIR"
-        )
-    group.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
-    group.add_argument("--context", help="kubeconfig context to use")
-    group.add_argument(
-        "--operator-version",
-        metavar="VERSION",
-        help="GPU Operator release whose image-tag rule applies, like v26.3.3 (default: gpudrv.yaml; "
-        "live, the running operator's; else the newest rule)",
-    )
-    return options
-
-
-def _matrix_option() -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    options.add_argument(
-        "--matrix",
-        type=Path,
-        metavar="PATH",
-        help=f"support matrix (default: gpudrv.yaml's matrix, else {DEFAULT_MATRIX})",
-    )
-    return options
-
-
-def _output_option(*extra: Output, json: bool = True) -> argparse.ArgumentParser:
-    options = argparse.ArgumentParser(add_help=False)
-    choices = _values(Output.TEXT, *((Output.JSON,) if json else ()), *extra)
-    if Output.GITHUB not in extra:
-        options.add_argument("-o", "--output", choices=choices, default="text", help="output format")
-        return options
-    # No default here: main() picks github inside GitHub Actions, else text.
-    options.add_argument(
-        "-o", "--output", choices=choices, help=f"{', '.join(choices[:-1])} or {GITHUB_HELP}"
-    )
-    return options
+    args_.cluster_options(diff_cmd)
+    diff_cmd.set_defaults(handler=lambda a: diff.run(args_.desired(a), _options(a), a.output))
 
 
 def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -274,16 +231,16 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
     verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
     validate = verbs.add_parser(
         "validate",
-        parents=[_output_option(Output.GITHUB, json=False)],
+        parents=[args_.output_option(Output.GITHUB, json=False)],
         help="check every Node manifest against schemas/node-manifest.schema.json",
         description="Every problem as FILE:LINE: message, at the label at fault. Exit 0 valid, 2 invalid.",
     )
     validate.add_argument(
         "--from",
         dest="folder",
-        type=Path,
+        type=args_.path("--from"),
         metavar="DIR",
-        help=f"the *.yaml/*.yml files under DIR (default: gpudrv.yaml's fleet, else {DEFAULT_MANIFESTS})",
+        help=f"*.yaml/*.yml files under DIR (default: gpudrv.yaml's fleet, else {args_.DEFAULT_MANIFESTS})",
     )
     validate.set_defaults(handler=lambda a: manifest_check.validate(a.folder, a.output))
 
@@ -309,6 +266,7 @@ def _add_upgrade_commands(
     gates = argparse.ArgumentParser(add_help=False)
     gates.add_argument(
         "--merged-ref",
+        type=args_.given("--merged-ref", "git ref"),
         metavar="REF",
         help="where the image gate reads the matrix (default: origin/main, else main)",
     )
@@ -321,7 +279,7 @@ def _add_upgrade_commands(
     )
     plan_cmd.set_defaults(
         handler=lambda a: upgrade_plan.run(
-            _desired(a),
+            args_.desired(a),
             a.matrix,
             merged_ref=a.merged_ref,
             force=a.force,
@@ -336,29 +294,33 @@ def _add_upgrade_commands(
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
-        "--max-parallel", type=_positive, default=1, metavar="N", help="nodes at a time (default 1)"
+        "--max-parallel", type=args_.positive, default=1, metavar="N", help="nodes at a time (default 1)"
     )
     apply_cmd.add_argument(
-        "--drain-timeout", type=_duration, default=300.0, metavar="D", help="per drain step (default 5m)"
+        "--drain-timeout", type=args_.seconds, default=300.0, metavar="D", help="per drain step (default 5m)"
     )
     apply_cmd.add_argument(
         "--installer",
-        choices=_values(*apply.Installer),
+        choices=args_.values(*apply.Installer),
         default="labels",
         help="how the driver gets installed",
     )
     apply_cmd.add_argument(
-        "--timeout", type=_duration, default=600.0, metavar="D", help="installer=wait: how long (default 10m)"
+        "--timeout",
+        type=args_.seconds,
+        default=600.0,
+        metavar="D",
+        help="installer=wait: how long (default 10m)",
     )
     apply_cmd.set_defaults(handler=_apply)
 
-    cluster_only = _node_options(manifests=False)
+    cluster_only = args_.node_options(manifests=False)
     drain_cmd = commands.add_parser(
         "drain", parents=[cluster_only], help="cordon and evict, naming the budget that refuses"
     )
-    drain_cmd.add_argument("node", metavar="NODE")
+    drain_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
     drain_cmd.add_argument(
-        "--timeout", type=_duration, default=300.0, metavar="D", help="give up after D (default 5m)"
+        "--timeout", type=args_.seconds, default=300.0, metavar="D", help="give up after D (default 5m)"
     )
     drain_cmd.add_argument("--force", action="store_true", help="also delete pods that have no controller")
     drain_cmd.add_argument(
@@ -381,7 +343,7 @@ def _add_upgrade_commands(
 
 def _apply(args: argparse.Namespace) -> int:
     settings = apply.Settings(
-        from_dir=_desired(args),
+        from_dir=args_.desired(args),
         matrix=args.matrix,
         merged_ref=args.merged_ref,
         dry_run=args.dry_run,
@@ -394,31 +356,5 @@ def _apply(args: argparse.Namespace) -> int:
     return apply.run(settings, _options(args))
 
 
-def _desired(args: argparse.Namespace) -> Path:
-    if args.from_dir is None and args.fleet is None:
-        raise GpudrvError(
-            f"gpudrv {args.command} needs --from DIR (or fleet: in gpudrv.yaml): the desired state in git"
-        )
-    return Path(args.from_dir or args.fleet)
-
-
 def _options(args: argparse.Namespace) -> Options:
     return Options(args.kubeconfig, args.context)
-
-
-def _values(*members: StrEnum) -> tuple[str, ...]:
-    """Plain strings for argparse: its error message shows the repr of each choice."""
-    return tuple(member.value for member in members)
-
-
-def _duration(text: str) -> float:
-    try:
-        return duration.parse(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
-    return int(text)

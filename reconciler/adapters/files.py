@@ -1,10 +1,13 @@
-"""Reading text files with clear errors, and writing them atomically."""
+"""Reading text files with clear errors, and changing them atomically under a lock."""
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from reconciler.errors import GpudrvError
@@ -27,10 +30,64 @@ def read_text(path: Path) -> str:
         raise GpudrvError("not UTF-8 text", file=str(path), line=line) from None
 
 
+# How long a change waits for another process changing the same file, and how often it looks again.
+LOCK_WAIT = 10.0
+LOCK_POLL = 0.05
+
+
+def real_path(path: Path) -> Path:
+    """Where a change to `path` must go: a symlink's target (the link stays a link, as editors and
+    git expect), else the path itself."""
+    return path.resolve() if path.is_symlink() else path
+
+
+@contextlib.contextmanager
+def locked(path: Path) -> Iterator[Path]:
+    """Hold an exclusive advisory lock for changing `path` (read, check, write) and yield the file to
+    write: `real_path(path)`. The lock is flock(2) on the file's directory, not on the file: the file is
+    replaced by a rename, so a lock on its inode would not cover the next writer, and a lock file beside
+    it would be left behind in the working tree. Waits at most LOCK_WAIT seconds, then one clear error."""
+    target = real_path(path)
+    folder = target.parent
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except FileNotFoundError:
+        raise GpudrvError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise GpudrvError(f"{path}: cannot lock its directory {folder}: {exc.strerror}") from None
+    try:
+        _take(fd, path)
+        yield target
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
+
+
+def _take(fd: int, path: Path) -> None:
+    deadline = time.monotonic() + LOCK_WAIT
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise GpudrvError(
+                    f"{path}: another process has been changing it for {LOCK_WAIT:g} s "
+                    "(a lock on its directory); file unchanged, try again"
+                ) from None
+            time.sleep(LOCK_POLL)
+        except OSError as exc:
+            raise GpudrvError(f"{path}: cannot lock its directory: {exc.strerror}") from None
+
+
 def write_atomic(path: Path, text: str) -> None:
-    """Replace `path` with `text` in one step: readers see the old file or the new one, never half."""
+    """Replace `path` with `text` in one step: readers see the old file or the new one, never half.
+    A symlink is written through: its target changes, the link stays."""
+    path = real_path(path)
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o644
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise GpudrvError(f"{path}: cannot write in {path.parent}: {exc.strerror}") from None
     tmp = Path(tmp_name)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -39,7 +96,9 @@ def write_atomic(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         tmp.chmod(mode)
         tmp.replace(path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError):
+            raise GpudrvError(f"{path}: cannot write: {exc.strerror}") from None
         raise

@@ -11,6 +11,7 @@ GitPython is imported inside the functions, so commands that never read git do n
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -74,18 +75,45 @@ def repo_path(repo: Repo, path: Path) -> str:
 
 
 def read_at(repo: Repo, ref: str, repo_path: str) -> str | None:
-    """The file's text at `ref`, None if it does not exist there; an error if `ref` does not."""
-    tree = repo.commit(commit_of(repo, ref)).tree
-    try:
-        blob = tree / repo_path
-    except KeyError:
+    """The file's text at `ref`, None if it does not exist there; an error if `ref` does not, or if git
+    cannot read the tree or the blob (a corrupt base must not read as an empty matrix). Read with git
+    itself, which checks each object it inflates, and the blob's content checked against its id."""
+    commit = commit_of(repo, ref)
+    where = f"{ref}:{repo_path}"
+    listing = _git_bytes(repo, where, "ls-tree", "--full-tree", "-z", commit, "--", repo_path)
+    entry = next((item for item in listing.split(b"\0") if item.endswith(b"\t" + repo_path.encode())), None)
+    if entry is None:
         return None
-    if blob.type != "blob":
-        raise GpudrvError(f"{ref}:{repo_path} is a {blob.type}, not a file")
+    _mode, kind, blob = entry.split(b"\t", 1)[0].decode().split(" ")
+    if kind != "blob":
+        raise GpudrvError(f"{where} is a {kind}, not a file")
+    data = _git_bytes(repo, where, "cat-file", "blob", blob)
+    _check_object_id(where, blob, data)
     try:
-        return str(blob.data_stream.read().decode("utf-8"))
+        return data.decode("utf-8")
     except UnicodeDecodeError:
-        raise GpudrvError(f"{ref}:{repo_path}: not UTF-8 text") from None
+        raise GpudrvError(f"{where}: not UTF-8 text") from None
+
+
+def _git_bytes(repo: Repo, where: str, *args: str) -> bytes:
+    """git's stdout, exactly; one error naming `where` and git's own last line when git fails."""
+    from git import Git
+    from git.exc import GitCommandError
+
+    command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "--literal-pathspecs", *args]
+    try:
+        output = repo.git.execute(command, stdout_as_string=False, strip_newline_in_stdout=False)
+    except GitCommandError as exc:
+        raise GpudrvError(f"{where}: git cannot read it in {_where(repo)}: {_git_message(exc)}") from None
+    return bytes(output)
+
+
+def _check_object_id(where: str, blob: str, data: bytes) -> None:
+    """A loose object rewritten with other content still inflates: its id is the hash of what it holds."""
+    digest = hashlib.sha256 if len(blob) == 64 else hashlib.sha1  # SHA-256 or SHA-1 repositories
+    actual = digest(b"blob %d\0" % len(data) + data).hexdigest()
+    if actual != blob:
+        raise GpudrvError(f"{where}: git object {blob} is corrupt: its content hashes to {actual}")
 
 
 def default_merged_ref(repo: Repo) -> str:

@@ -2,12 +2,15 @@
 
 Messages, properties and table cells come from manifests and the matrix (names, label values, CSV
 cells), so they are escaped as the runner expects: `%` first, then CR and LF; in properties also `:`
-and `,`, which separate them. The runner reads workflow commands only at the start of a line, so
-once CR and LF are escaped no value can start one of its own (`::warning::`, `::stop-commands::`).
+and `,`, which separate them. Once CR and LF are escaped no value can start a line of its own
+(`::warning::`, `::stop-commands::`). The runner also reads the older form `##[command]` anywhere in a
+line, so `##[` is written `##\\[`. Everything else gpudrv prints in Actions goes through the guard of
+actions_guard.py; the annotations, gpudrv's own commands, go round it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Sequence
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from reconciler.adapters import actions_guard
 from reconciler.errors import GpudrvError
 
 Level = Literal["error", "warning", "notice"]
@@ -33,7 +37,8 @@ _MARKDOWN = re.compile(r"([\\`*_\[\]<>|~&])")
 
 
 def escape_data(text: str) -> str:
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    escaped = text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return escaped.replace("##[", "##\\[")  # the runner's older command form, read anywhere in a line
 
 
 def escape_property(text: str) -> str:
@@ -201,6 +206,22 @@ def publish(annotations: Sequence[Annotation], summary: Summary, closing: str) -
     """Print the annotations GitHub will show, most important first, then a closing line of counts
     (fixed text only: it must not carry untrusted values), and append the summary."""
     for item in shown(annotations):
-        print(item.command())
+        actions_guard.command(item.command())
     print(closing)
     append_summary(summary)
+
+
+def print_rendered(text: str) -> None:
+    """Print a github renderer's text: its annotation lines (made by annotation(), every value escaped,
+    so each is one line that starts with `::`) go round the guard; its other lines go through it."""
+    for line in text.split("\n"):
+        if line.startswith("::"):
+            actions_guard.command(line)
+        else:
+            print(line)
+
+
+def json_text(value: object, indent: int | None = 2) -> str:
+    """`value` as JSON text for stdout: `##[` spelled `##\\u005b`, the same JSON string, which neither
+    the runner nor the guard of actions_guard.py takes for a workflow command."""
+    return actions_guard.json_safe(json.dumps(value, indent=indent))

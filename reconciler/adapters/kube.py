@@ -185,8 +185,12 @@ def connect(options: Options) -> Gateway:
 
 def _check_files(paths: str | None) -> None:
     for path in (paths or "").split(os.pathsep):
-        if path and not Path(path).expanduser().is_file():
-            raise GpudrvError(f"kubeconfig {path}: no such file")
+        file = Path(path).expanduser()
+        if not path or file.is_file():
+            continue
+        if file.is_dir():
+            raise GpudrvError(f"kubeconfig {path}: is a directory, not a file")
+        raise GpudrvError(f"kubeconfig {path}: {'not a regular file' if file.exists() else 'no such file'}")
 
 
 def _reason(exc: BaseException) -> str:

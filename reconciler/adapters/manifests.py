@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+import warnings
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, YAMLError
 
+from reconciler.adapters import positions
 from reconciler.adapters.files import read_text
+from reconciler.core import node_schema
 from reconciler.core.diff import Budget
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -24,16 +27,40 @@ def manifest_files(folder: Path) -> list[Path]:
 
 
 def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
-    """(line, document) for each YAML document of the file; one clear error on broken YAML."""
-    yaml = YAML(typ="rt")
+    """(line, document) for each YAML document of the file; one clear error on broken YAML, after the
+    documents before it. Parsed once per text: explain, plan and diff read nodes, workloads and budgets
+    from the same files, and parsing is what costs (the file is read again, to see an edit)."""
+    text = read_text(path)
+    cached = _parsed.get(path)
+    if cached is None or cached[0] != text:
+        cached = _parsed[path] = (text, *_parse(path, text))
+    _, documents, error = cached
+    yield from documents
+    if error is not None:
+        raise GpudrvError(error.message, file=error.file, line=error.line)
+
+
+# path -> (its text, its documents, the error that ended them): the parse of the text last read there.
+_parsed: dict[Path, tuple[str, tuple[tuple[int, Any], ...], GpudrvError | None]] = {}
+
+
+def _parse(path: Path, text: str) -> tuple[tuple[tuple[int, Any], ...], GpudrvError | None]:
+    documents: list[tuple[int, Any]] = []
     try:
-        for document in yaml.load_all(read_text(path)):
-            yield _line_of(document), document
+        with warnings.catch_warnings():
+            # ruamel warns, in many lines on stderr, about YAML 1.1 floats with no dot (1e3), and loads
+            # them as floats: gpudrv writes one line per error, and its checks name such values.
+            warnings.simplefilter("ignore", MantissaNoDotYAML1_1Warning)
+            for document in YAML(typ="rt").load_all(text):
+                documents.append((_line_of(document), document))
     except MarkedYAMLError as exc:
         line = exc.problem_mark.line + 1 if exc.problem_mark else 1
-        raise GpudrvError(f"invalid YAML: {exc.problem or exc.context}", file=str(path), line=line) from None
+        return tuple(documents), GpudrvError(
+            f"invalid YAML: {exc.problem or exc.context}", file=str(path), line=line
+        )
     except YAMLError as exc:
-        raise GpudrvError(f"{path}: invalid YAML: {str(exc).splitlines()[0]}") from None
+        return tuple(documents), GpudrvError(f"invalid YAML: {str(exc).splitlines()[0]}", file=str(path))
+    return tuple(documents), None
 
 
 def documents_of_kinds(path: Path, kinds: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -132,19 +159,19 @@ def _node(path: Path, line: int, document: dict[str, Any]) -> Node:
         raise GpudrvError(f"node {name}: metadata.labels must be a mapping", file=str(path), line=line)
     for key, value in labels.items():
         if not isinstance(value, str):
-            at = _key_line(labels, key, line)
-            raise GpudrvError(
-                f'node {name}: label {key} must be a string; quote it: "{_plain(value)}"',
-                file=str(path),
-                line=at,
-            )
+            advice = node_schema.must_be_string(f"label {key}", value, written(path, labels, (key,)))
+            raise GpudrvError(f"node {name}: {advice}", file=str(path), line=_key_line(labels, key, line))
     return Node(name, {str(key): value for key, value in labels.items()}, origin)
 
 
-def _plain(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
+def written(path: Path, document: Any, at: Sequence[str | int]) -> str | None:
+    """The value at `at` in `document` as the file at `path` writes it (see positions.written); None
+    if unknown. The file is read again: only to word an error, as the documents do not keep the text."""
+    try:
+        text = read_text(path)
+    except GpudrvError:
+        return None
+    return positions.written(text, document, at)
 
 
 def _line_of(node: Any, default: int = 1) -> int:

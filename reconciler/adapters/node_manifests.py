@@ -65,7 +65,9 @@ def _schema_problems(
 ) -> list[Problem]:
     found = [
         Problem(path, positions.line_of(document, violation.path, line), violation.message)
-        for violation in node_schema.violations(document, checker)
+        for violation in node_schema.violations(
+            document, checker, lambda at: manifests.written(path, document, at)
+        )
     ]
     return sorted(found, key=lambda problem: problem.line)
 

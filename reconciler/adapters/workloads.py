@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import cluster, kube, manifests, positions
-from reconciler.core import placement
+from reconciler.core import node_schema, placement
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -62,8 +62,12 @@ def _from_manifest(path: Path, line: int, document: dict[str, Any]) -> Workload:
         return placement.workload(document, str(path), line)
     except placement.SpecError as exc:
         at = positions.line_of(document, exc.path, line)
+        message = str(exc)
+        if isinstance(exc, placement.NotAString):  # quote what the file says, not what YAML made of it
+            written = manifests.written(path, document, exc.path)
+            message = node_schema.must_be_string(placement.dotted(exc.path), exc.value, written)
         raise GpudrvError(
-            f"{document.get('kind')} {_name(document)}: {exc}", file=str(path), line=at
+            f"{document.get('kind')} {_name(document)}: {message}", file=str(path), line=at
         ) from None
 
 

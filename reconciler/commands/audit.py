@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from reconciler.adapters import github
@@ -20,5 +19,5 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
             show.annotate(result, matrix_path), show.summary(result, matrix_path), show.closing(result)
         )
     else:
-        print(json.dumps(show.as_json(result), indent=2) if output is Output.JSON else show.as_text(result))
+        print(github.json_text(show.as_json(result)) if output is Output.JSON else show.as_text(result))
     return OK if result.ok else FINDINGS

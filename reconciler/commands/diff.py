@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from reconciler.adapters import cluster, github, kube, manifests, operator
@@ -25,7 +24,7 @@ def run(desired_dir: Path, options: kube.Options, output: Output) -> int:
             show.annotate(drift, desired_dir), show.summary(drift, desired_dir), show.closing(drift)
         )
     elif output is Output.JSON:
-        print(json.dumps(show.as_json(drift), indent=2))
+        print(github.json_text(show.as_json(drift)))
     else:
         print(show.as_text(drift, desired_dir, show.paint()))
     return FINDINGS if drift.found else OK

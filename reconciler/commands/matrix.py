@@ -29,12 +29,14 @@ def add(path: Path, key: ImageKey) -> int:
     problems = matrix.row_problems(key, schemas.load("matrix-row"))
     if problems:
         raise GpudrvError(f"refused {key.as_csv()}: {'; '.join(problems)}")
-    text, existing = read_matrix(path)
-    if (row := require_valid(path, existing).find(key)) is not None:
-        print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
-        return OK
-    updated = matrix.append_row(text, key)
-    files.write_atomic(path, updated)
+    # Read, check and write under one lock: two adds at once must not both append to the same text.
+    with files.locked(path) as target:
+        text, existing = read_matrix(path)
+        if (row := require_valid(path, existing).find(key)) is not None:
+            print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
+            return OK
+        updated = matrix.append_row(text, key)
+        files.write_atomic(target, updated)
     line = updated.rstrip("\r\n").count("\n") + 1
     print(f"added {key.as_csv()} at {path}:{line} (image tag {key.tag})")
     return OK

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
 
-from reconciler.adapters import manifests, operator
+from reconciler.adapters import github, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output
@@ -20,9 +19,7 @@ from reconciler.render import upgrades as show
 def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, output: Output) -> int:
     rows = status_rows(from_dir, matrix_path, source)
     print(
-        json.dumps([asdict(row) for row in rows], indent=2)
-        if output is Output.JSON
-        else show.status_table(rows)
+        github.json_text([asdict(row) for row in rows]) if output is Output.JSON else show.status_table(rows)
     )
     return OK
 
@@ -91,5 +88,5 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
         for want in found.wants
     }
     data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
-    print(json.dumps(data, indent=2) if output is Output.JSON else show.report_text(data))
+    print(github.json_text(data) if output is Output.JSON else show.report_text(data))
     return OK

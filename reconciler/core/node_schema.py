@@ -4,8 +4,10 @@ at fault, so the caller can name its line. Never raises on bad content: a PR aut
 
 from __future__ import annotations
 
+import datetime
+import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,6 +16,8 @@ from jsonschema.exceptions import ValidationError
 
 Path = tuple[str | int, ...]
 Checker = jsonschema.protocols.Validator
+# The value at a path as the file writes it (see adapters/positions.written), or None if unknown.
+Written = Callable[[Path], str | None]
 LABELS: Path = ("metadata", "labels")
 
 
@@ -28,16 +32,19 @@ def validator(schema: Mapping[str, Any]) -> Checker:
     return checker
 
 
-def violations(document: Mapping[str, Any], checker: Checker) -> list[Violation]:
+def violations(
+    document: Mapping[str, Any], checker: Checker, written: Written | None = None
+) -> list[Violation]:
     """One violation per value at fault (a missing one: at the path it is missing from, plus its key),
-    the most specific rule first, in the schema's order."""
+    the most specific rule first, in the schema's order. `written` gives a value's source text, so
+    the advice for a label YAML did not load as a string quotes what the file says."""
     generic = (
         checker.schema.get("$defs", {}).get("labelValue") if isinstance(checker.schema, Mapping) else None
     )
     found: dict[Path, str] = {}
     # A label's own rule (digits only) says more than the rule every label value follows.
     for error in sorted(checker.iter_errors(document), key=lambda error: error.schema == generic):
-        for path, message in _described(error):
+        for path, message in _described(error, written):
             found.setdefault(path, message)
     return [Violation(path, message) for path, message in found.items()]
 
@@ -70,7 +77,7 @@ def _is_key(error: ValidationError) -> bool:
     return "propertyNames" in error.schema_path and isinstance(error.instance, str)
 
 
-def _described(error: ValidationError) -> list[tuple[Path, str]]:
+def _described(error: ValidationError, written: Written | None) -> list[tuple[Path, str]]:
     path = _path(error)
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     why = schema.get("description")
@@ -83,7 +90,7 @@ def _described(error: ValidationError) -> list[tuple[Path, str]]:
     if _is_key(error):
         return [(path, f"label key {_shown(error.instance)}: {why or error.message}")]
     if error.validator == "type" and path[:-1] == LABELS:  # YAML made a number or boolean of it
-        return [(path, f'{_where(path)} must be a string; quote it: "{_plain(error.instance)}"')]
+        return [(path, must_be_string(_where(path), error.instance, written(path) if written else None))]
     separator = "=" if path[:-1] == LABELS else " "
     return [(path, f"{_where(path)}{separator}{_shown(error.instance)}: {why or error.message}")]
 
@@ -98,6 +105,46 @@ def _where(path: Path) -> str:
     if len(path) == 3 and path[:2] == LABELS:
         return f"label {path[2]}"
     return ".".join(str(part) for part in path) or "the document"
+
+
+def must_be_string(where: str, value: Any, written: str | None) -> str:
+    """`label K must be a string; quote it: "22.10" (unquoted, YAML reads 22.10 as the number 22.1)`:
+    the advice quotes the text as the file wrote it (`written`), never the value YAML made of it,
+    which may differ (22.10 is 22.1, 06 is 6, 0x226 is 550). Without the text, the value as YAML."""
+    if isinstance(value, Mapping | list):
+        return f"{where} must be a string, not a {'mapping' if isinstance(value, Mapping) else 'list'}"
+    if written is None:
+        return f'{where} must be a string; quote it: "{_plain(value)}"'
+    quoted = '"' + written.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    unquoted = f"unquoted, YAML reads {written}" if written else "YAML reads a value left out"
+    return f"{where} must be a string; quote it: {quoted} ({unquoted} as {_reading(value)})"
+
+
+def _reading(value: Any) -> str:
+    """What YAML made of an unquoted scalar, in words."""
+    for kind, words in _READINGS:
+        if isinstance(value, kind):
+            return words(value)
+    tag = getattr(value, "tag", None)  # e.g. `=` and `<<`: YAML 1.1's value and merge keys
+    return f"a {tag} node" if tag is not None else f"a {type(value).__name__}"
+
+
+def _number(value: float) -> str:
+    if math.isnan(value):
+        return "NaN, not a number"
+    if math.isinf(value):
+        return "minus infinity" if value < 0 else "infinity"
+    return f"the number {float(value)!r}"
+
+
+_READINGS: tuple[tuple[type, Callable[[Any], str]], ...] = (
+    (bool, lambda value: f"the boolean {'true' if value else 'false'}"),  # first: a bool is an int
+    (int, lambda value: f"the number {int(value)}"),
+    (float, _number),
+    (datetime.datetime, lambda value: f"the timestamp {value.isoformat()}"),  # first: it is a date
+    (datetime.date, lambda value: f"the date {value.isoformat()}"),
+    (type(None), lambda _: "null, no value"),
+)
 
 
 def _plain(value: Any) -> str:

@@ -44,6 +44,17 @@ class SpecError(ValueError):
         self.path = path
 
 
+class NotAString(SpecError):
+    """A number or boolean where Kubernetes wants a string: YAML read an unquoted value as one. The
+    adapter, which has the file's text, words the advice from what the file says (`value` is what
+    YAML made of it)."""
+
+    def __init__(self, path: Path, value: bool | float) -> None:
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        super().__init__(path, f'must be a string; quote it: "{shown}"')
+        self.value = value
+
+
 @dataclass(frozen=True)
 class Term:
     """One nodeSelectorTerm: every expression and every field requirement must hold."""
@@ -277,8 +288,7 @@ def _string(value: Any, path: Path) -> str:
         return str(value)  # a plain str, whatever subclass the YAML parser made
     if isinstance(value, bool | int | float):
         # Kubernetes refuses numbers and booleans here; YAML reads 22.04 and true as them.
-        shown = str(value).lower() if isinstance(value, bool) else str(value)
-        raise SpecError(path, f'must be a string; quote it: "{shown}"')
+        raise NotAString(path, value)
     raise SpecError(path, f"must be a string, not {_shape(value)}")
 
 

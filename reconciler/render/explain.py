@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -33,7 +32,7 @@ def _text_lines(report: Report) -> Iterator[str]:
 
 
 def as_json(reports: Sequence[Report]) -> str:
-    return json.dumps([_json(report) for report in reports], indent=2)
+    return github.json_text([_json(report) for report in reports])
 
 
 def _json(report: Report) -> dict[str, Any]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
+from reconciler.adapters import github
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.render import table
 
@@ -15,7 +15,11 @@ HEADER = ("ROW", "ADDED", "REMOVED")
 def json_lines(entries: Sequence[dict[str, Any]]) -> str:
     """A JSON list with one object per line: greppable, and the C encoder (indent= is pure Python,
     several times slower on a long history)."""
-    return "[\n" + ",\n".join(f"  {json.dumps(entry)}" for entry in entries) + "\n]" if entries else "[]"
+    return (
+        "[\n" + ",\n".join(f"  {github.json_text(entry, indent=None)}" for entry in entries) + "\n]"
+        if entries
+        else "[]"
+    )
 
 
 def as_json(lifetimes: Sequence[Lifetime]) -> list[dict[str, Any]]:

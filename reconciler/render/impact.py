@@ -5,7 +5,6 @@ Both Markdown forms come from the same tables, with every value escaped (github.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -85,7 +84,7 @@ def _node(node: NodeImpact) -> dict[str, Any]:
 
 
 def json_text(result: Impact, base: str, path: str) -> str:
-    return json.dumps(as_json(result, base, path), indent=2)
+    return github.json_text(as_json(result, base, path))
 
 
 # --- GitHub: the matrix file for a removed row a node still needs, the line of a row that helps ----

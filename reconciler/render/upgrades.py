@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.adapters import github
 from reconciler.core.operator import Wants
 from reconciler.core.rollout import Move
 from reconciler.core.upgrade import Images, NodePlan
@@ -46,7 +46,7 @@ def plan_json(plans: Sequence[NodePlan], images: Images) -> str:
         "blocked": any(plan.blocked for plan in plans),
         "nodes": [_plan_dict(plan) for plan in plans],
     }
-    return json.dumps(data, indent=2)
+    return github.json_text(data)
 
 
 def _plan_dict(plan: NodePlan) -> dict[str, Any]:
@@ -154,4 +154,4 @@ def moves_json(moves: Sequence[Move], found: Wants, images: Images) -> str:
         ],
         "notes": [note.message for note in found.notes],
     }
-    return json.dumps(data, indent=2)
+    return github.json_text(data)
