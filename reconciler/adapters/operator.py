@@ -153,6 +153,8 @@ def live_operator_version(gateway: kube.Gateway) -> str | None:
             "pass --operator-version or set operatorVersion in gpudrv.yaml"
         ) from None
     for item in items:
+        if (item.get("metadata") or {}).get("deletionTimestamp"):
+            continue  # an operator being removed no longer decides anything
         containers = (((item.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
             "containers"
         ) or []

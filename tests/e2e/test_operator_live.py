@@ -45,8 +45,8 @@ def resources(crds: Kube) -> Iterator[list[str]]:
     """Refs like nvidiadriver/x this test created; deleted afterwards, whatever happens."""
     created: list[str] = []
     yield created
-    if created:
-        crds.run("delete", *created, "--ignore-not-found", "--wait=true", check=False)
+    for ref in created:  # one at a time: a ref may carry its namespace ("deployment/x -n ns")
+        crds.run("delete", *ref.split(), "--ignore-not-found", "--wait=true", check=False)
 
 
 @dataclass
@@ -207,6 +207,7 @@ def test_live_operator_release_from_its_deployment(fleet: Fleet, namespace: str)
         nvidiadriver(f"{unique}-rhel", unique, "rhel", "535"),
     )
     kube.apply(json.dumps(operator_deployment(namespace, "nvcr.io/nvidia/gpu-operator:v26.3.3")))
+    fleet.resources.append(f"deployment/gpu-operator -n {namespace}")
     _, data = audit(kube, matrix)
     assert mine(data, unique)[rhel]["image"] == f"nvcr.io/nvidia/driver:535-{RHEL_KERNEL}-rhel9.4"
     _, data = audit(kube, matrix, "--operator-version", "v26.7.0")  # the flag wins
@@ -265,5 +266,5 @@ def test_diff_and_plan_read_the_driver_resources(fleet: Fleet, tmp_path: Path) -
     assert moves[ubuntu]["target_driver"] == "550"
     assert moves[ubuntu]["image"] == f"nvcr.io/nvidia/driver:550-{UBUNTU_KERNEL}-ubuntu22.04"
     assert moves[ubuntu]["blocked"] is True  # 550 for this kernel is not in the matrix
-    assert moves[rhel]["blocked"] is False
+    assert moves[rhel]["blocked"] is False, moves[rhel]["gates"]
     assert moves[rhel]["resource"] == f"NVIDIADriver/{unique}-rhel"
