@@ -50,7 +50,9 @@ def load(explicit: str | None = None) -> Config:
         return Config()
     documents = list(manifests.load_documents(path))
     if len(documents) != 1 or not isinstance(documents[0][1], dict):
-        raise GpudrvError(f"{path}:1: a gpudrv config is one YAML mapping, like: matrix: matrix/x.csv")
+        raise GpudrvError(
+            "a gpudrv config is one YAML mapping, like: matrix: matrix/x.csv", file=str(path), line=1
+        )
     line, document = documents[0]
     _validate(path, document, line)
     base = path.parent
@@ -73,12 +75,14 @@ def _validate(path: Path, document: dict[str, Any], line: int) -> None:
     at = positions.line_of(document, list(error.path), line)
     where = ".".join(str(part) for part in error.path)
     if error.validator == "additionalProperties":
-        known = ", ".join(sorted(schema_document["properties"]))
-        raise GpudrvError(f"{path}:{at}: {error.message} (known keys: {known})")
+        known = sorted(schema_document["properties"])
+        extra = next(str(key) for key in document if key not in known)
+        at = positions.line_of(document, [extra], line)
+        raise GpudrvError(f"unknown key {extra!r} (known keys: {', '.join(known)})", file=str(path), line=at)
     schema: Any = error.schema
     description = schema.get("description") if isinstance(schema, dict) else None
     why = f"must be {description}" if description and error.validator != "type" else error.message
-    raise GpudrvError(f"{path}:{at}: {where or 'the file'}: {why}")
+    raise GpudrvError(f"{where or 'the file'}: {why}", file=str(path), line=at)
 
 
 def _path(base: Path, value: Any) -> Path | None:

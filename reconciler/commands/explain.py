@@ -12,10 +12,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reconciler.adapters import files, github, manifests, workloads
+from reconciler.adapters import operator as operator_files
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import cuda, placement
+from reconciler.core import cuda, operator, placement
 from reconciler.core.explain import Report, explain
+from reconciler.core.operator import Mode
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -73,13 +75,23 @@ def read(target: str | None, namespace: str | None, source: NodeSource) -> tuple
         if target is not None and not found:
             within = f" in namespace {namespace}" if namespace else ""
             raise GpudrvError(f"{target} not found{within} under {source.from_dir}")
-        return manifests.load_nodes(source.from_dir), found
+        return _as_upgraded(source, manifests.load_nodes(source.from_dir)), found
     if kind not in (None, "Pod"):
         raise GpudrvError(
             f"live, explain reads pods: give pod/NAME or no target (for {target}, use --from DIR)"
         )
     live = workloads.read_live(source.cluster, namespace or placement.DEFAULT_NAMESPACE, name)
     return live.nodes, live.pods
+
+
+def _as_upgraded(source: NodeSource, nodes: list[Node]) -> list[Node]:
+    """With the GPU Operator's driver resources in the tree, each GPU node as it will be once they are
+    rolled out (the branch its resource names); other nodes, and the lab, as declared."""
+    contract = source.contract()
+    if contract.mode is Mode.LAB:
+        return nodes
+    wanted = {want.node.name: want for want in operator_files.wants(contract, nodes).wants}
+    return [operator.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
 
 
 def parse_target(target: str | None) -> tuple[str | None, str | None]:

@@ -496,3 +496,31 @@ def _first(items: Sequence[str], count: int) -> list[str]:
 
 def with_origins(item: DriverResource, origin: str | None, version_origin: str | None) -> DriverResource:
     return replace(item, origin=origin, version_origin=version_origin)
+
+
+# GPU Feature Discovery's driver labels, the older and the newer keys; the lab uses the older.
+DRIVER_LABELS = (
+    (tags.DRIVER_MAJOR, tags.DRIVER_MINOR, tags.DRIVER_REV),
+    (
+        "nvidia.com/cuda.driver-version.major",
+        "nvidia.com/cuda.driver-version.minor",
+        "nvidia.com/cuda.driver-version.revision",
+    ),
+)
+
+
+def as_upgraded(want: Want) -> Node:
+    """The node as it will be labelled once its driver resource is rolled out: GFD reports the new
+    branch, and its minor and revision are not known yet (so they are left out, read as 0)."""
+    branch = want.resource.version if want.resource else ""
+    major = want.node.labels.get(tags.DRIVER_MAJOR)
+    if not branch.isdigit() or major == branch:
+        return want.node
+    labels = dict(want.node.labels)
+    for major_key, *rest in DRIVER_LABELS:
+        if major_key in labels or major_key == tags.DRIVER_MAJOR:
+            labels[major_key] = branch
+        for key in rest:
+            labels.pop(key, None)
+    labels.pop("nvidia.com/cuda.driver-version.full", None)
+    return replace(want.node, labels=labels)

@@ -64,13 +64,10 @@ def annotate(result: AuditResult, matrix_path: Path) -> list[github.Annotation]:
         return [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings]
     missing = [f for f in result.findings if f.status is Status.MISSING]
     notes = [_missing_image(group, matrix_path) for group in _by_image(missing)]
-    notes += [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings
-              if f.status is Status.INVALID]  # fmt: skip
-    notes += [
-        github.at("error", note.message, note.origin, "GPU Operator: one os tag for every OS")
-        for note in result.notes
-    ]
-    return notes
+    invalid = [f for f in result.findings if f.status is Status.INVALID]
+    notes += [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in invalid]
+    title = "GPU Operator fleet problem"
+    return notes + [github.at("error", note.message, note.origin, title) for note in result.notes]
 
 
 def _by_image(findings: Sequence[Finding]) -> list[list[Finding]]:
