@@ -108,8 +108,7 @@ def report_text(data: dict[str, object]) -> str:
 
 
 def moves_text(moves: Sequence[Move], found: Wants, images: Images) -> str:
-    resources = f"driver resources ({found.contract.mode})"
-    mode = f"{resources}; the GPU Operator's upgrade controller rolls them out"
+    resources = f"{found.contract.mode} resources"
     if not moves:
         lines = [f"nothing to upgrade: every GPU node runs the version its {resources} ask for"]
     else:
@@ -118,7 +117,11 @@ def moves_text(moves: Sequence[Move], found: Wants, images: Images) -> str:
         lines.append(
             f"{len(moves) - blocked} of {len(moves)} node(s) can proceed"
             + (f", {blocked} blocked" if blocked else "")
-            + f" ({mode}; images from {images.path} on {images.ref})"
+            + f" (images from {images.path} on {images.ref})"
+        )
+        lines.append(
+            f"once the {resources} are applied, the GPU Operator's upgrade controller rolls them out "
+            "(gpudrv never writes its state label)"
         )
     lines += [f"fleet: {note.message}" for note in found.notes]
     return "\n".join(lines)
