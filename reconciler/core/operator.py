@@ -448,7 +448,7 @@ def _mixed_os(contract: Contract, policy: DriverResource, by_os: Mapping[str, li
             if os_tag != read_os
             for node in nodes
         ]
-        cases.append(f"if it reads a {read_os} node: " + "; ".join(_first(wrong, 5)))
+        cases.append(f"If it reads a {read_os} node: " + "; ".join(_first(wrong, 5)))
     message = (
         f"{policy.ref} builds every driver image tag from the OS of ONE GPU node (whichever its cached "
         f"list returns first), but the GPU nodes run {len(by_os)} OS versions: {counts}. "

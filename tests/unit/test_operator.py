@@ -249,11 +249,11 @@ def test_mixed_os_cluster_policy_names_the_wrong_images() -> None:
     (note,) = found.notes
     assert note.nodes == ("r1", "u1")
     assert (
-        "if it reads a rhel9 node: u1 pulls nvcr.io/nvidia/driver:550-5.15.0-119-generic-rhel9"
+        "If it reads a rhel9 node: u1 pulls nvcr.io/nvidia/driver:550-5.15.0-119-generic-rhel9"
         in note.message
     )
     assert (
-        "if it reads a ubuntu22.04 node: r1 pulls "
+        "If it reads a ubuntu22.04 node: r1 pulls "
         "nvcr.io/nvidia/driver:550-5.14.0-427.13.1.el9_4.x86_64-ubuntu22.04" in note.message
     )
     assert "one NVIDIADriver per OS" in note.message
