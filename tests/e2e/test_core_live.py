@@ -108,10 +108,13 @@ def test_audit_json_live(kube: Kube, nodes: FakeNodes, unique: str, tmp_path: Pa
             "node": b,
             "status": "MISSING",
             "tag": "535-5.15.0-119-generic-ubuntu22.04",
+            "image": None,  # no GPU Operator resource in the cluster: the lab's model, no registry path
             "reason": None,
             "origin": None,
+            "resource": None,
         }
     ]
+    assert (data["mode"], data["notes"]) == ("lab", [])
 
 
 def test_audit_with_context_and_kubeconfig_flags(
