@@ -312,14 +312,15 @@ class Client:
                 f"TLS with {origin} failed: {_last_words(reason)} (a private CA: point $SSL_CERT_FILE at its "
                 "certificate)"
             )
-        if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
-            return f"{origin} did not accept a connection within {self._timeout[0]:g} s"
-        if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
-            return f"{origin} did not answer within {self._timeout[1]:g} s"
+        # Subclasses first: NameResolutionError is a NewConnectionError, which is a ConnectTimeoutError.
         if isinstance(reason, urllib3.exceptions.NameResolutionError):
             return f"cannot resolve {origin.rsplit(':', 1)[0]}"
         if isinstance(reason, urllib3.exceptions.NewConnectionError):
             return f"cannot connect to {origin}: {_last_words(reason)}"
+        if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+            return f"{origin} did not accept a connection within {self._timeout[0]:g} s"
+        if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
+            return f"{origin} did not answer within {self._timeout[1]:g} s"
         return f"request to {origin} failed: {_last_words(reason)}"
 
     def _authorize(self, header: str, refused: str | None) -> str:

@@ -40,8 +40,8 @@ def verdict(result: Verification) -> str:
     text = f"{result.repository}: {result.checked} rows, {result.present} with an image, "
     text += f"{len(result.missing)} MISSING"
     if result.extra is not None:
-        text += f"; {github.count(len(result.extra), 'tag')} in the registry not in the matrix"
-        text += f" ({result.other_tags} other tags)" if result.other_tags else ""
+        text += f"; in the registry, not in the matrix: {github.count(len(result.extra), 'driver image tag')}"
+        text += f" and {github.count(result.other_tags, 'other tag')}" if result.other_tags else ""
     return text
 
 

@@ -172,7 +172,8 @@ def free_port() -> int:
 
 
 Auth = Literal["htpasswd", "token"]
-USER, PASSWORD = "gpudrv", "s3cret-pull"
+USER, PASSWORD = "gpudrv", "s3cret-pull"  # gpudrv's: pull only (with token auth)
+PUSHER, PUSHER_PASSWORD = "pusher", "s3cret-push"  # crane's: push and delete too
 REPOSITORY = "nvidia/driver"
 
 
@@ -203,9 +204,14 @@ class Registry:
         """Certificate, htpasswd, config and the auth file for gpudrv and crane (docker config format)."""
         (self.root / "storage").mkdir(parents=True, exist_ok=True)
         self._run(self.bin / "regtool", "cert", str(self.root / "certs"))
-        line = self._run(self.bin / "regtool", "htpasswd", USER, PASSWORD)
-        (self.root / "htpasswd").write_text(line)
-        self.write_auth(self.root / "docker" / "config.json", USER, PASSWORD)
+        lines = [
+            self._run(self.bin / "regtool", "htpasswd", *pair)
+            for pair in ((USER, PASSWORD), (PUSHER, PUSHER_PASSWORD))
+        ]
+        (self.root / "htpasswd").write_text("".join(lines))
+        self.write_auth(self.auth_file, USER, PASSWORD)
+        self.write_auth(self.root / "pusher" / "config.json", PUSHER, PUSHER_PASSWORD)
+        (self.root / "home").mkdir(exist_ok=True)
         (self.root / "config.yml").write_text(self._config())
 
     def write_auth(self, path: Path, user: str, password: str) -> Path:
@@ -222,7 +228,7 @@ class Registry:
             auth = f"  htpasswd:\n    realm: gpudrv-test\n    path: {self.root / 'htpasswd'}\n"
         else:
             auth = (
-                f"  token:\n    realm: https://127.0.0.1:{self.token_port}/token\n"
+                f"  token:\n    realm: https://localhost:{self.token_port}/token\n"
                 f"    service: gpudrv-test-registry\n    issuer: gpudrv-test-issuer\n"
                 f"    jwks: {certs / 'jwks.json'}\n"
             )
@@ -237,13 +243,22 @@ class Registry:
             f"auth:\n{auth}"
         )
 
-    def env(self) -> dict[str, str]:
-        """For gpudrv and crane: trust the test CA, read the test credentials."""
+    @property
+    def auth_file(self) -> Path:
+        return self.root / "gpudrv-auth.json"
+
+    def env(self, auth_file: Path | None = None) -> dict[str, str]:
+        """For gpudrv: trust the test CA; credentials from `auth_file` (default: gpudrv's, pull only),
+        no docker config of the user's (HOME and DOCKER_CONFIG point into the registry's folder)."""
         return {
             "SSL_CERT_FILE": str(self.ca),
-            "DOCKER_CONFIG": str(self.root / "docker"),
-            "REGISTRY_AUTH_FILE": str(self.root / "docker" / "config.json"),
+            "HOME": str(self.root / "home"),
+            "DOCKER_CONFIG": str(self.root / "home"),
+            "REGISTRY_AUTH_FILE": str(auth_file or self.auth_file),
         }
+
+    def crane_env(self) -> dict[str, str]:
+        return {"SSL_CERT_FILE": str(self.ca), "DOCKER_CONFIG": str(self.root / "pusher")}
 
     def start(self) -> None:
         logs = self.root / "logs"
@@ -327,7 +342,7 @@ class Registry:
     # --- images, with crane ---
 
     def crane(self, *args: str) -> str:
-        return self._run(self.bin / "crane", *args, env=self.env())
+        return self._run(self.bin / "crane", *args, env=self.crane_env())
 
     def push(self, tags: Sequence[str], base: Path | None = None) -> None:
         """A small image (one tiny layer) under each tag: one `crane append`, then `crane tag`s."""

@@ -9,7 +9,7 @@
 //	                                 a token server (the Docker token auth protocol) on https://ADDR/token:
 //	                                 Basic credentials checked against HTPASSWD (anonymous: a token that
 //	                                 grants nothing), a JWT signed with DIR/token.pem granting pull on
-//	                                 the requested repositories
+//	                                 the requested repositories (users named push*: every requested action)
 package main
 
 import (
@@ -130,7 +130,11 @@ func serveTokens(addr, dir, htpasswd, issuer, service string) {
 		for _, scope := range r.URL.Query()["scope"] {
 			parts := strings.Split(scope, ":")
 			if granted && len(parts) == 3 && parts[0] == "repository" {
-				access = append(access, map[string]any{"type": "repository", "name": parts[1], "actions": []string{"pull"}})
+				actions := []string{"pull"}
+				if strings.HasPrefix(subject, "push") {
+					actions = strings.Split(parts[2], ",")
+				}
+				access = append(access, map[string]any{"type": "repository", "name": parts[1], "actions": actions})
 			}
 		}
 		now := time.Now()
