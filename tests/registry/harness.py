@@ -344,11 +344,12 @@ class Registry:
     def crane(self, *args: str) -> str:
         return self._run(self.bin / "crane", *args, env=self.crane_env())
 
-    def push(self, tags: Sequence[str], base: Path | None = None) -> None:
-        """A small image (one tiny layer) under each tag: one `crane append`, then `crane tag`s."""
+    def push(self, tags: Sequence[str], content: str = "precompiled driver test image") -> None:
+        """A small image (one tiny layer holding `content`) under each tag: one `crane append`, then
+        `crane tag`s; tags pushed with the same content share the manifest."""
         if not tags:
             return
-        layer = self._layer(base or self.root)
+        layer = self._layer(content)
         first = self.repository + ":" + tags[0]
         self.crane("append", "--new_layer", str(layer), "--new_tag", first)
         for tag in tags[1:]:
@@ -359,11 +360,13 @@ class Registry:
         digest = self.crane("digest", f"{self.repository}:{tag}").strip()
         self.crane("delete", f"{self.repository}@{digest}")
 
-    def _layer(self, folder: Path) -> Path:
+    def _layer(self, content: str) -> Path:
+        folder = self.root / "layers" / hashlib.sha256(content.encode()).hexdigest()[:12]
         layer = folder / "layer.tar"
         if not layer.exists():
+            folder.mkdir(parents=True, exist_ok=True)
             payload = folder / "driver-version.txt"
-            payload.write_text("precompiled driver test image\n")
+            payload.write_text(content + "\n")
             with tarfile.open(layer, "w") as archive:
                 archive.add(payload, arcname="driver-version.txt")
         return layer
