@@ -422,3 +422,28 @@ def running(root: Path, auth: Auth = "htpasswd") -> Iterator[Registry]:
         yield registry
     finally:
         registry.stop()
+
+
+def main() -> None:
+    """`python -m tests.registry.harness [--auth token] [--push TAG ...] DIR`: a registry to try gpudrv
+    on by hand; prints the variables to export, serves until interrupted, then stops."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m tests.registry.harness", description=main.__doc__)
+    parser.add_argument("dir", type=Path, help="a new folder for its certificate, storage and logs")
+    parser.add_argument("--auth", choices=["htpasswd", "token"], default="htpasswd")
+    parser.add_argument("--push", nargs="*", default=[], metavar="TAG", help="tags to push an image under")
+    options = parser.parse_args()
+    # Blocked, so sigwait takes them: the registry is stopped on the way out, whichever came.
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    with running(options.dir.resolve(), options.auth) as registry:
+        registry.push(options.push)
+        for name, value in registry.env().items():
+            if name != "HOME":
+                print(f"export {name}={value}")
+        print(f"# gpudrv matrix verify --registry {registry.repository}", flush=True)
+        signal.sigwait({signal.SIGINT, signal.SIGTERM})
+
+
+if __name__ == "__main__":
+    main()
