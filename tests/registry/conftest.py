@@ -13,8 +13,6 @@ from tests.registry import harness
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = pytest.mark.registry
-
 
 @pytest.fixture(scope="session")
 def registry_bin() -> Path:
