@@ -14,8 +14,11 @@ from enum import StrEnum
 from pathlib import Path
 
 from reconciler.adapters import config
+from reconciler.adapters.registry import CONCURRENCY
 from reconciler.commands import Output
+from reconciler.commands import registry as registry_command
 from reconciler.core import duration
+from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
@@ -59,6 +62,7 @@ def configure(args: argparse.Namespace) -> None:
     if "folder" in args and args.folder is None:  # manifests validate
         args.folder = settings.fleet or DEFAULT_MANIFESTS
     args.fleet = settings.fleet  # the desired state, for the commands that need it (see desired)
+    args.config_registry, args.config_path = settings.registry, settings.path  # see repository
 
 
 def desired(args: argparse.Namespace) -> Path:
@@ -143,3 +147,43 @@ def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return int(text)
+
+
+# --- the OCI registry (matrix verify, audit --registry) -------------------------------------------
+
+FROM_CONFIG = "from gpudrv.yaml"  # `audit --registry` without a value
+
+
+def registry_options(parser: argparse.ArgumentParser, audit: bool = False) -> None:
+    if audit:
+        parser.add_argument(
+            "--registry",
+            nargs="?",
+            const=FROM_CONFIG,
+            type=given("--registry", "repository"),
+            metavar="REPO",
+            help="look the images up in the OCI repository REPO instead of the matrix "
+            "(no REPO: gpudrv.yaml's registry)",
+        )
+    else:
+        parser.add_argument(
+            "--registry",
+            type=given("--registry", "repository"),
+            metavar="REPO",
+            help="the OCI repository of the images, like registry.example.com/nvidia/driver "
+            "(default: gpudrv.yaml's registry)",
+        )
+    parser.add_argument(
+        "--concurrency",
+        type=positive,
+        default=CONCURRENCY,
+        metavar="N",
+        help=f"registry requests at a time (default {CONCURRENCY})",
+    )
+
+
+def repository(args: argparse.Namespace) -> Repository:
+    """--registry REPO, else gpudrv.yaml's registry: one error line when neither says."""
+    if args.registry not in (None, FROM_CONFIG):
+        return registry_command.repository(args.registry)
+    return registry_command.repository(args.config_registry, args.config_path)

@@ -24,6 +24,7 @@ from reconciler.commands import (
     impact,
     manifest_check,
     matrix,
+    registry,
     status,
     tag,
 )
@@ -107,7 +108,8 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[nodes, matrix_file, args_.output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
-    audit_cmd.set_defaults(handler=lambda a: audit.run(_source(a), a.matrix, a.output))
+    args_.registry_options(audit_cmd, audit=True)
+    audit_cmd.set_defaults(handler=_audit)
 
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
@@ -163,7 +165,43 @@ def _add_matrix_commands(
     add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
     add.set_defaults(handler=lambda a: matrix.add(a.matrix, _row_key(add, a)))
+    _add_matrix_verify(verbs, matrix_file)
     _add_matrix_git_commands(verbs, matrix_file)
+
+
+def _add_matrix_verify(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
+) -> None:
+    verify = verbs.add_parser(
+        "verify",
+        parents=[matrix_file, args_.output_option(Output.GITHUB)],
+        help="check every row's image is in the OCI registry",
+        description="HEAD of each row's manifest in the registry (credentials from $REGISTRY_AUTH_FILE or "
+        "the docker config, else anonymous). Exit 0 all there, 1 a row without its image, 2 an error.",
+    )
+    args_.registry_options(verify)
+    verify.add_argument(
+        "--list-tags", action="store_true", help="also list the registry's tags: note those the matrix lacks"
+    )
+    verify.add_argument(
+        "--write", action="store_true", help="append those tags as rows (implies --list-tags)"
+    )
+    verify.set_defaults(
+        handler=lambda a: registry.verify(
+            a.matrix,
+            args_.repository(a),
+            list_tags=a.list_tags,
+            write=a.write,
+            output=a.output,
+            concurrency=a.concurrency,
+        )
+    )
+
+
+def _audit(args: argparse.Namespace) -> int:
+    if args.registry is None:
+        return audit.run(_source(args), args.matrix, args.output)
+    return registry.audit(_source(args), args_.repository(args), args.output, args.concurrency)
 
 
 def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ImageKey:  # noqa: RET503
