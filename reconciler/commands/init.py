@@ -24,6 +24,7 @@ from reconciler.core.operator import Mode, Wants
 from reconciler.errors import GpudrvError
 
 WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml")
+CONFIG_FILES = ("gpudrv.yaml", "matrix/support-matrix.csv")
 NEWEST_RULE = "v26.7.0"  # for the commented hint in gpudrv.yaml
 
 
@@ -43,10 +44,8 @@ def run(settings: Settings) -> int:
     pin = _pin(settings.action)
     fleet_dir = f"clusters/{settings.name}"
     files = _common_files(pin, fleet_dir)
-    # Refuse before reading the cluster: a taken target is the cheaper answer.
-    scaffold.refuse_existing(
-        settings.folder, sorted([*files, "gpudrv.yaml", "matrix/support-matrix.csv"], key=_order)
-    )
+    if settings.from_cluster:  # a taken target is a cheaper answer than reading the cluster first
+        scaffold.refuse_existing(settings.folder, sorted([*files, *CONFIG_FILES], key=_order))
     fleet, warnings = _fleet(settings)
     operator_version = settings.operator_version or fleet.operator_version
     files["gpudrv.yaml"] = scaffold.template(

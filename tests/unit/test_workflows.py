@@ -244,3 +244,49 @@ def test_pre_commit_hooks_validate_matrix_and_manifests(lab: Path) -> None:
     node = lab / "clusters/lab/nodes/lab-node-1.yaml"
     node.write_text(node.read_text().replace('major: "535"', "major: 535"))
     assert (hook_exit("gpudrv-matrix"), hook_exit("gpudrv-manifests")) == (2, 2)
+
+
+# --- the workflows gpudrv init writes into a fleet repository -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    fleet = tmp_path_factory.mktemp("fleet")
+    result = run_gpudrv("init", str(fleet), "--action", f"example/gpudrv@{'0' * 40}")
+    assert result.returncode == 0, result.stderr
+    return fleet
+
+
+def test_scaffolded_workflows_pass_actionlint(scaffolded: Path) -> None:
+    files = sorted(str(path) for path in (scaffolded / ".github/workflows").glob("*.yml"))
+    assert len(files) == 3
+    result = subprocess.run(
+        [str(actionlint()), "-no-color", "-shellcheck", str(BIN / "shellcheck"), "-pyflakes", "", *files],
+        cwd=scaffolded,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+
+
+def test_scaffolded_workflows_pass_zizmor(scaffolded: Path) -> None:
+    result = subprocess.run(
+        [
+            str(BIN / "zizmor"),
+            "--offline",
+            "--persona",
+            "pedantic",
+            "--no-progress",
+            "--format",
+            "plain",
+            ".",
+        ],
+        cwd=scaffolded,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout
+    assert "suppressed" not in result.stdout
