@@ -177,10 +177,15 @@ def _report(
     print(f"{_count(nodes, 'GPU node')} ({source}), {_count(len(fleet.rows), 'matrix row')}")
     for line in warnings:
         print(f"gpudrv init: {line}", file=sys.stderr)
-    print("next, in " + str(where) + ":")
-    print(f"  gpudrv audit --from clusters/{settings.name}    # what the PR check runs")
-    print("  pre-commit install                     # the same checks before each commit")
-    print("  git add -A && git commit -m 'Fleet repository for gpudrv' && git push")
+    print("next:" if where == Path() else f"next, in {where}:")
+    steps = [
+        (f"gpudrv audit --from clusters/{settings.name}", "what the PR check runs"),
+        ("pre-commit install", "the same checks before each commit"),
+        ("git add -A && git commit -m 'Fleet repository for gpudrv' && git push", ""),
+    ]
+    width = max(len(command) for command, why in steps if why)
+    for command, why in steps:
+        print(f"  {command:<{width}}  # {why}" if why else f"  {command}")
     print("  on GitHub: environments fleet-audit and production, each with a KUBECONFIG secret")
 
 
