@@ -7,6 +7,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from reconciler import __version__
 from reconciler import arguments as args_
@@ -22,6 +23,7 @@ from reconciler.commands import (
     explain,
     history,
     impact,
+    init,
     manifest_check,
     matrix,
     registry,
@@ -116,7 +118,52 @@ def build_parser() -> argparse.ArgumentParser:
     _add_upgrade_commands(commands, nodes, matrix_file, output)
     _add_explain_command(commands, nodes)
     _add_diff_command(commands)
+    _add_init_command(commands)
     return parser
+
+
+def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init_cmd = commands.add_parser(
+        "init",
+        help="start a fleet repository: gpudrv.yaml, the matrix, a cluster, workflows, pre-commit",
+        description="Writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources, "
+        "Node manifests), .github/workflows/{pr,audit,apply}.yml and .pre-commit-config.yaml, pinned to "
+        "this gpudrv's commit. Never overwrites: a file already there is exit 2, and nothing is written.",
+    )
+    init_cmd.add_argument(
+        "folder", nargs="?", type=args_.path("DIR"), default=Path(), metavar="DIR", help="default: ."
+    )
+    init_cmd.add_argument(
+        "--name",
+        default="prod",
+        type=args_.given("--name", "name"),
+        help="the cluster's folder (default prod)",
+    )
+    init_cmd.add_argument(
+        "--action",
+        type=args_.given("--action", "OWNER/NAME@COMMIT"),
+        metavar="OWNER/NAME@COMMIT",
+        help="the gpudrv the workflows and hooks use (default: the repository and commit this gpudrv "
+        "was built from)",
+    )
+    init_cmd.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="the GPU nodes, driver resources and images of the live cluster, instead of an example",
+    )
+    group = init_cmd.add_argument_group("cluster (with --from-cluster)")
+    args_.cluster_options(group)
+    group.add_argument(
+        "--operator-version",
+        type=args_.given("--operator-version", "version"),
+        metavar="VERSION",
+        help="GPU Operator release, like v26.3.3 (default: the running operator's)",
+    )
+    init_cmd.set_defaults(
+        handler=lambda a: init.run(
+            init.Settings(a.folder, a.name, a.action, a.from_cluster, _options(a), a.operator_version)
+        )
+    )
 
 
 def _add_explain_command(
