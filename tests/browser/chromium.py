@@ -38,20 +38,26 @@ def executable() -> str | None:
     return None
 
 
+class Unavailable(RuntimeError):
+    """No Chromium, and it could not be installed: the reason."""
+
+
 def install() -> str:
-    """Install Debian's chromium when it is missing (as root, with apt-get); the path, or why not."""
+    """Chromium's path; Debian's package is installed first when it is missing (as root, apt-get)."""
     if found := executable():
         return found
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        return "chromium is missing, and apt-get cannot install it here (not root, or no apt-get)"
+        raise Unavailable("chromium is missing, and apt-get cannot install it here (not root, or no apt-get)")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     steps = (["apt-get", "update"], ["apt-get", "install", "-y", "--no-install-recommends", "chromium"])
     for step in steps:
         result = subprocess.run(step, capture_output=True, text=True, env=env, timeout=900, check=False)
         if result.returncode != 0:
             tail = "\n".join(result.stderr.strip().splitlines()[-5:])
-            return f"{' '.join(step)} failed (exit {result.returncode}):\n{tail}"
-    return executable() or "apt-get installed chromium, but no chromium executable is on PATH"
+            raise Unavailable(f"{' '.join(step)} failed (exit {result.returncode}):\n{tail}")
+    if found := executable():
+        return found
+    raise Unavailable("apt-get installed chromium, but no chromium executable is on PATH")
 
 
 class ProtocolError(RuntimeError):
