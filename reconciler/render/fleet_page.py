@@ -30,6 +30,7 @@ MAX_STUCK = 500
 MAX_CHANGES_LISTED = 50
 MAX_NODES_PER_IMAGE = 12
 MAX_LABELLED_POINTS = 12
+DENSE_POINTS = 120  # past this, small points without an outline: outlines would hide the line
 
 
 @dataclass(frozen=True)
@@ -129,6 +130,7 @@ class Chart:
     x_ticks: tuple[Tick, ...]
     y_ticks: tuple[Tick, ...]
     by_time: bool  # False: the commits are evenly spaced (some date could not be read)
+    dense: bool = False  # many points: drawn small and without an outline
 
 
 def nice_ceiling(value: int) -> int:
@@ -178,11 +180,14 @@ def timeline_chart(changes: Sequence[Change], width: int = 960, height: int = 28
     if changes:
         path.append(f"H{right}")
     labelled = len(changes) <= MAX_LABELLED_POINTS
+    dense = len(changes) > DENSE_POINTS
     points = tuple(
         Point(
             round(x, 2),
             y(change.rows_after),
-            round(3 + min(3.0, math.log2(1 + len(change.added) + len(change.removed)) / 2), 2),
+            2.0
+            if dense
+            else round(3 + min(3.0, math.log2(1 + len(change.added) + len(change.removed)) / 2), 2),
             _kind(change),
             commit_title(change),
             _short_label(change) if labelled else None,
@@ -201,6 +206,7 @@ def timeline_chart(changes: Sequence[Change], width: int = 960, height: int = 28
         _x_ticks(start, end, left, right) if by_time else (),
         tuple(Tick(y(value), str(value)) for value in _y_values(top_value)),
         by_time,
+        dense,
     )
 
 
@@ -255,6 +261,7 @@ def html(facts: Facts, grid: Coverage, states: Progress, history: Sequence[Chang
         "listed_changes": newest_first[:MAX_CHANGES_LISTED],
         "max_nodes": MAX_NODES_PER_IMAGE,
         "added_rows": sum(len(change.added) for change in history or ()),
+        "removed_rows": sum(len(change.removed) for change in history or ()),
     }
     page = _environment().get_template(TEMPLATE).render(context)
     return page.encode("ascii", "xmlcharrefreplace").decode("ascii")

@@ -254,7 +254,18 @@ def test_history_chart_one_commit_is_centred_and_many_are_not_labelled() -> None
         )
         for i in range(page.MAX_LABELLED_POINTS + 1)
     ]
-    assert all(point.label is None for point in page.timeline_chart(data.changes(many)).points)
+    crowded = page.timeline_chart(data.changes(many))
+    assert all(point.label is None for point in crowded.points)
+    assert not crowded.dense
+    lots = [
+        Lifetime(
+            ImageKey("550", f"5.15.0-{i}-generic", "ubuntu22.04"),
+            CommitInfo(f"{i:040x}", "A", "2026-03-01", 1),
+        )
+        for i in range(page.DENSE_POINTS + 1)
+    ]
+    dense = page.timeline_chart(data.changes(lots))
+    assert dense.dense and {point.radius for point in dense.points} == {2.0}
 
 
 def test_history_chart_without_readable_dates_spaces_commits_evenly() -> None:
