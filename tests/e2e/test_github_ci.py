@@ -32,7 +32,7 @@ MATRIX = "matrix/support-matrix.csv"
 INTENDED = re.compile(
     r"::(error|warning|notice)( (file|line|title)=[^,:\r\n]*(,(file|line|title)=[^,:\r\n]*)*)?::"
 )
-EXPRESSION = re.compile(r"\$\{\{\s*([\w.]+)\s*\}\}")
+EXPRESSION = re.compile(r"\$\{\{\s*([\w.-]+)\s*\}\}")
 
 
 @dataclass
