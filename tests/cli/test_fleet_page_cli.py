@@ -90,3 +90,19 @@ def test_fleet_page_of_an_operator_fleet_names_the_images(lab: Path) -> None:
         "<tr><td><code>535-6.8.0-60-generic-ubuntu22.04</code>"
         '<br><small class="mono">nvcr.io/nvidia/driver:535-6.8.0-60-generic-ubuntu22.04</small></td>'
     ) in html
+
+
+def test_fleet_page_is_the_same_inside_github_actions(lab: Path) -> None:
+    """There stdout goes through the workflow-command guard: the page has nothing for it to change,
+    even with a failure reason that would be a workflow command."""
+    node = FAILED_NODE.replace("drain-required: PDB", "\\n::warning::x ##[error]y PDB")
+    (lab / "clusters/lab/nodes/lab-node-9.yaml").write_text(node)
+    args = ("report", "--from", "clusters/lab", "-o", "html")
+    plain = run_main(*args, cwd=lab, env={"SOURCE_DATE_EPOCH": "0"})
+    guarded = run_main(*args, cwd=lab, env={"SOURCE_DATE_EPOCH": "0", "GITHUB_ACTIONS": "true"})
+    assert (plain.returncode, guarded.returncode) == (0, 0)
+    assert (
+        "<td>&#10;::warning::x ##&#91;error]y PDB gpu-drv/trainer-pdb allows 0 disruptions</td>"
+        in plain.stdout
+    )
+    assert guarded.stdout == plain.stdout
