@@ -421,9 +421,13 @@ def _add_upgrade_commands(
     )
 
     report_cmd = commands.add_parser(
-        "report", parents=[cluster_only, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
+        "report",
+        parents=[nodes, matrix_file, args_.output_option(Output.HTML)],
+        help="NODES, SKEW, MATRIX_ROWS, per-node tag; -o html: the fleet page",
+        description="Live, or offline with --from DIR. -o html writes one self-contained HTML page "
+        "(coverage grid, upgrade states, matrix history): gpudrv report -o html > fleet.html",
     )
-    report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _source(a, live=True), a.output))
+    report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _source(a), a.output))
 
 
 def _apply(args: argparse.Namespace) -> int:

@@ -189,3 +189,22 @@ def _git_message(exc: GitCommandError) -> str:
 
 def _where(repo: Repo) -> str:
     return str(repo.working_tree_dir or repo.git_dir)
+
+
+def head_commit(path: Path) -> tuple[str | None, str | None]:
+    """The commit checked out in the repository holding `path`, and a note: that the work tree has
+    uncommitted changes, or why there is no commit to name (never an error: the fleet page says so)."""
+    from git.exc import GitCommandError
+
+    try:
+        repo, _ = locate(path)
+    except GpudrvError as exc:
+        return None, str(exc)
+    commit = _resolve(repo, "HEAD^{commit}")
+    if commit is None:
+        return None, f"{_where(repo)}: no commits yet"
+    try:
+        dirty = repo.is_dirty(untracked_files=False)
+    except GitCommandError:
+        return commit, None
+    return commit, "the work tree has uncommitted changes" if dirty else None

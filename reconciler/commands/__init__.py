@@ -16,3 +16,4 @@ class Output(StrEnum):
     JSON = "json"
     MARKDOWN = "markdown"
     GITHUB = "github"
+    HTML = "html"

@@ -1,15 +1,17 @@
-"""`gpudrv status` and `gpudrv report`: where every GPU node stands, computed now from the cluster."""
+"""`gpudrv status` and `gpudrv report`: where every GPU node stands, computed now from the cluster
+(report: or from the manifests under --from; -o html is the fleet page, commands/fleet_page.py)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
 
-from reconciler.adapters import github, manifests, operator
+from reconciler.adapters import declared_nodes, github, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import OK, Output
+from reconciler.commands import OK, Output, fleet_page
 from reconciler.core import audit, budget, rollout, tags, upgrade
+from reconciler.core import fleet_page as fleet_page_data
 from reconciler.core.operator import Want
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
@@ -79,8 +81,12 @@ def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[b
 def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     contract = source.contract()
-    nodes = sorted(Fleet(source.live.gateway).gpu_nodes(), key=lambda node: node.name)
+    nodes = sorted(_report_nodes(source), key=lambda node: node.name)
     found = operator.wants(contract, [n.node for n in nodes])
+    if output is Output.HTML:
+        return fleet_page.run(
+            matrix_path, parsed, found, nodes=nodes, reasons=_holds(source, nodes), source=source
+        )
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
     per_node = {
@@ -90,3 +96,19 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
     print(github.json_text(data) if output is Output.JSON else show.report_text(data))
     return OK
+
+
+def _report_nodes(source: NodeSource) -> list[LiveNode]:
+    """The GPU nodes: live, or as the manifests under --from declare them."""
+    if source.from_dir is not None:
+        return declared_nodes.gpu_nodes(source.from_dir)
+    return Fleet(source.live.gateway).gpu_nodes()
+
+
+def _holds(source: NodeSource, nodes: list[LiveNode]) -> dict[str, str]:
+    """What holds each node, as status's BLOCKER says it; offline, only a recorded failure."""
+    if source.from_dir is not None:
+        return fleet_page_data.reasons_by_node({node.name: node.annotations for node in nodes})
+    fleet = Fleet(source.live.gateway)
+    budgets = fleet.budgets() if nodes else []
+    return {node.name: held for node in nodes if (held := _blocker(fleet, node, None, budgets))}

@@ -221,6 +221,23 @@ def test_action_is_composite_pinned_and_passes_inputs_through_the_environment() 
     }
 
 
+def test_audit_uploads_the_fleet_page_and_links_it_from_the_summary() -> None:
+    audit_steps = steps("audit.yml")
+    [checkout] = [step for step in audit_steps if step.get("uses", "").startswith("actions/checkout@")]
+    assert checkout["with"]["fetch-depth"] == 0  # the page draws the matrix's history
+    [report] = [step for step in audit_steps if "gpudrv report -o html" in step.get("run", "")]
+    [upload] = [step for step in audit_steps if step.get("uses", "").startswith("actions/upload-artifact@")]
+    [link] = [step for step in audit_steps if "GITHUB_STEP_SUMMARY" in step.get("run", "")]
+    names = [step["name"] for step in audit_steps]
+    assert names.index(report["name"]) < names.index(upload["name"]) < names.index(link["name"])
+    # After a failing audit too (missing images are when the page matters most).
+    assert report["if"] == upload["if"] == "${{ !cancelled() }}"
+    assert report["env"] == {"KUBECONFIG_DATA": "${{ secrets.KUBECONFIG }}"}
+    assert upload["with"]["path"] == "${{ runner.temp }}/fleet-page/fleet.html"
+    assert upload["with"]["if-no-files-found"] == "error"
+    assert link["env"] == {"PAGE_URL": f"${{{{ steps.{upload['id']}.outputs.artifact-url }}}}"}
+
+
 # --- pre-commit hooks -----------------------------------------------------------------------------------
 
 
