@@ -297,7 +297,7 @@ def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
     diff_cmd = commands.add_parser(
         "diff",
         parents=[args_.output_option(Output.GITHUB)],
-        help="declared node labels and PDB specs in git against the live cluster",
+        help="node labels, PDB specs and GPU Operator driver resources in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
     diff_cmd.add_argument(
