@@ -70,6 +70,9 @@ class EventSink:
         self.thread.start()
         return self
 
+    def alive(self) -> bool:
+        return self.thread.is_alive()
+
     def post(self, event: NodeEvent) -> None:
         try:
             self.pending.put_nowait(event)
@@ -96,6 +99,9 @@ class EventSink:
             except (kube.ApiError, kube.Unreachable, GpudrvError) as exc:
                 self.counted(event.reason, "failed")
                 log.warning("event %s on node %s: %s", event.reason, event.node, exc)
+            except Exception:  # never die: one odd event must not silence the others
+                self.counted(event.reason, "failed")
+                log.exception("event %s on node %s", event.reason, event.node)
 
     # --- one event -----------------------------------------------------------------------------------
 

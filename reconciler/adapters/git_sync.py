@@ -113,6 +113,9 @@ class GitSync:
         self.thread.start()
         return self
 
+    def alive(self) -> bool:
+        return self.thread.is_alive() or self.stopping.is_set()
+
     def trigger(self) -> None:
         self.wanted.set()
 
@@ -137,6 +140,9 @@ class GitSync:
             except (GpudrvError, OSError) as exc:
                 log.error("fleet repository: %s; the last good commit stays in force", exc)
                 self.on_result(False, str(exc))
+            except Exception as exc:  # never die: the last good commit stays, the next try may work
+                log.exception("fleet repository: unexpected error; the last good commit stays in force")
+                self.on_result(False, repr(exc))
             else:
                 self.on_result(True, None)
                 if commit != self.posted:

@@ -131,9 +131,19 @@ class Elector:
         if release and was_leading:
             self._release()
 
+    def is_leading(self) -> bool:
+        """Leading, and renewed within the renew deadline (even if this thread were stuck)."""
+        return self.leading.is_set() and not election.lost(self.renewed_at, time.monotonic(), self.timing)
+
+    def alive(self) -> bool:
+        return self.thread.is_alive() or self.stopping.is_set()
+
     def _run(self) -> None:
         while not self.stopping.is_set():
-            self._try()
+            try:
+                self._try()
+            except Exception:  # never die: a dead elector would look like a leader that stopped renewing
+                log.exception("leader election: unexpected error")
             if self.leading.is_set() and election.lost(self.renewed_at, time.monotonic(), self.timing):
                 log.error("could not renew the lease within %.0fs: stepping down", self.timing.renew_deadline)
                 self._set(False)

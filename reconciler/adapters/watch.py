@@ -68,6 +68,9 @@ class NodeWatch:
         self.thread.start()
         return self
 
+    def alive(self) -> bool:
+        return self.thread.is_alive() or self.stopping.is_set()
+
     def stop(self, timeout: float = 5.0) -> None:
         self.stopping.set()
         if self.stream is not None:
@@ -101,6 +104,11 @@ class NodeWatch:
                     version = None  # an expired continue token in the list
                 self.on_restart("error")
                 self._pause(failures, str(exc))
+            except Exception as exc:  # never die of a surprise: list again after a pause
+                log.exception("watch on GPU nodes: unexpected error")
+                failures, version = failures + 1, None
+                self.on_restart("error")
+                self._pause(failures, repr(exc))
 
     def _pause(self, failures: int, why: str) -> None:
         delay = backoff(failures, cap=BACKOFF_CAP, jitter=random.random())

@@ -155,6 +155,8 @@ class Watched:
 
 @dataclass(frozen=True)
 class Leadership:
+    """The elector's news: wakes the loop, which asks the elector itself."""
+
     leading: bool
 
 
@@ -204,9 +206,7 @@ class Reconciler:
         self.events = EventSink(
             kube.connect(self.options), self.settings.event_refresh, self._event_counted
         ).start()
-        if self.settings.lease_namespace is None:
-            self.inbox.put(Leadership(True))
-        else:
+        if self.settings.lease_namespace is not None:
             lock = LeaseLock(
                 kube.connect(self.options), self.settings.lease_namespace, self.settings.lease_name
             )
@@ -263,10 +263,11 @@ class Reconciler:
                 return
             if isinstance(message, Fetched):
                 self._put_in_force(message.commit)
-            elif isinstance(message, Leadership):
-                self._follow(message.leading)
             elif isinstance(message, Watched) and message.generation == self.generation:
                 changed |= self._view(message.message)
+        # Asked every turn, not only on the elector's news: a lease not renewed within the renew
+        # deadline stops the acting at once, even if the elector's thread were stuck.
+        self._follow(self.elector.is_leading() if self.elector is not None else True)
         if not self.stopping.is_set():
             self._audit(changed)
             self._apply_step()
@@ -520,6 +521,13 @@ class Reconciler:
         stalled = time.monotonic() - self.turned
         if stalled > STALLED:
             return False, f"the loop has not turned for {stalled:.0f}s"
+        threads = {"git-sync": self.sync.alive(), "node-events": self.events.alive()}
+        if self.elector is not None:
+            threads["leader-election"] = self.elector.alive()
+        if self.watch is not None:
+            threads["node-watch"] = self.watch.alive()
+        if dead := sorted(name for name, alive in threads.items() if not alive):
+            return False, f"thread {', '.join(dead)} died"
         return True, "the loop turns"
 
     def _ready(self) -> tuple[bool, str]:
