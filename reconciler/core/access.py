@@ -79,6 +79,8 @@ APPLY_NEEDS = (
     Access("create", "pods", subresource="eviction", why="apply: drain through the eviction API"),
     Access("list", "poddisruptionbudgets", "policy", why="apply: the budget gate"),
     Access("patch", "poddisruptionbudgets", "policy", why="apply: server-side apply of budgets in git"),
+    # A server-side apply that creates the object is authorized as a create.
+    Access("create", "poddisruptionbudgets", "policy", why="apply: a budget declared in git, absent live"),
 )
 
 # Never needed in any mode: reading these would only widen what a compromised pod could reach.
