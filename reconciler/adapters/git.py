@@ -198,11 +198,17 @@ def fetch_branch(directory: Path, url: str, branch: str, env: dict[str, str], ti
     """Fetch the newest commit of `branch` from `url` into the repository at `directory` (created on
     first use, no checkout) and return its hash. Only that branch, no tags; the whole history, which
     apply's image gate reads. One error naming the (credential-free) URL and git's own words."""
+    import shutil
+
     from git import Git, Repo
-    from git.exc import GitCommandError
+    from git.exc import GitCommandError, InvalidGitRepositoryError
 
     tracking = f"refs/remotes/origin/{branch}"
-    repo = Repo.init(directory) if not (directory / ".git").exists() else Repo(directory)
+    try:
+        repo = Repo(directory) if (directory / ".git").exists() else Repo.init(directory)
+    except InvalidGitRepositoryError:  # a clone cut short (the pod killed mid-way): start again
+        shutil.rmtree(directory / ".git")
+        repo = Repo.init(directory)
     command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "fetch", "--no-tags", "--quiet", "--", url]
     try:
         repo.git.execute([*command, f"+refs/heads/{branch}:{tracking}"], env=env, kill_after_timeout=timeout)

@@ -41,6 +41,14 @@ def test_only_the_newest_commit_of_the_branch(script: Script, tmp_path: Path) ->
     assert git.open_repo(clone).git.branch("-r").split() == ["origin/main"]
 
 
+def test_a_clone_cut_short_starts_again(script: Script, tmp_path: Path) -> None:
+    script.matrix(ROW)
+    commit = script.commit("the fleet")
+    clone = tmp_path / "clone"
+    (clone / ".git").mkdir(parents=True)  # killed right after git init began
+    assert git.fetch_branch(clone, str(script.root), "main", {}, 30) == commit
+
+
 def test_a_missing_branch_or_remote_is_one_error_without_credentials(script: Script, tmp_path: Path) -> None:
     script.matrix(ROW)
     script.commit("the fleet")
