@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters import config
 from reconciler.adapters.registry import CONCURRENCY
@@ -187,3 +188,167 @@ def repository(args: argparse.Namespace) -> Repository:
     if args.registry not in (None, FROM_CONFIG):
         return registry_command.repository(args.registry)
     return registry_command.repository(args.config_registry, args.config_path)
+
+
+# --- gpudrv reconcile ----------------------------------------------------------------------------
+
+
+def reconcile_options(parser: argparse.ArgumentParser) -> None:
+    repo = parser.add_argument_group("the fleet repository")
+    repo.add_argument(
+        "--repo",
+        required=True,
+        type=given("--repo", "repository URL or path"),
+        metavar="URL",
+        help="https://..., ssh://..., git@host:path, or a local path (a bare repository too)",
+    )
+    repo.add_argument("--branch", default="main", type=given("--branch", "branch"), help="default main")
+    repo.add_argument(
+        "--interval",
+        type=seconds,
+        default=60.0,
+        metavar="D",
+        help="fetch every D (default 1m; also POST /sync)",
+    )
+    repo.add_argument(
+        "--matrix",
+        dest="repo_matrix",
+        type=given("--matrix", "path"),
+        metavar="PATH",
+        help=f"in the repository (default: its gpudrv.yaml's matrix, else {DEFAULT_MATRIX})",
+    )
+    repo.add_argument(
+        "--from",
+        dest="repo_fleet",
+        type=given("--from", "path"),
+        metavar="DIR",
+        help="in the repository: the desired fleet --apply applies (default: its gpudrv.yaml's fleet)",
+    )
+    repo.add_argument(
+        "--operator-version",
+        dest="pinned_operator_version",
+        type=given("--operator-version", "version"),
+        metavar="VERSION",
+        help="GPU Operator release (default: the repository's gpudrv.yaml, else the running operator's)",
+    )
+    repo.add_argument(
+        "--workdir",
+        type=path("--workdir"),
+        metavar="DIR",
+        help="a writable directory for the clone (default: $GPUDRV_WORKDIR, else $TMPDIR/gpudrv)",
+    )
+    repo.add_argument("--git-token-file", type=path("--git-token-file"), metavar="FILE", help="HTTPS token")
+    repo.add_argument(
+        "--git-username",
+        default="x-access-token",
+        type=given("--git-username", "name"),
+        metavar="NAME",
+        help="HTTPS user name that goes with the token (default x-access-token)",
+    )
+    repo.add_argument("--git-ssh-key-file", type=path("--git-ssh-key-file"), metavar="FILE", help="SSH key")
+    repo.add_argument(
+        "--git-known-hosts-file",
+        type=path("--git-known-hosts-file"),
+        metavar="FILE",
+        help="the SSH server's host keys (required with --git-ssh-key-file)",
+    )
+
+    loop = parser.add_argument_group("the loop")
+    loop.add_argument(
+        "--resync",
+        type=seconds,
+        default=300.0,
+        metavar="D",
+        help="audit the whole fleet every D (default 5m)",
+    )
+    loop.add_argument(
+        "--listen", default=":8080", type=given("--listen", "address"), metavar="ADDR",
+        help="HOST:PORT for /metrics, /healthz, /readyz, POST /sync (default :8080)",
+    )  # fmt: skip
+    loop.add_argument(
+        "--event-refresh",
+        type=seconds,
+        default=1800.0,
+        metavar="D",
+        help="count a lasting problem's Node event again after D (default 30m)",
+    )
+    cluster_options(loop)
+
+    election = parser.add_argument_group("leader election (a coordination.k8s.io Lease)")
+    election.add_argument(
+        "--no-leader-election", action="store_true", help="act without a Lease (one replica)"
+    )
+    election.add_argument("--lease-name", default="gpudrv-reconcile", type=given("--lease-name", "name"))
+    election.add_argument(
+        "--lease-namespace",
+        type=given("--lease-namespace", "namespace"),
+        help="default: $POD_NAMESPACE, else the pod's service account namespace, else default",
+    )
+    election.add_argument(
+        "--identity", type=given("--identity", "name"), help="default: $POD_NAME, else host"
+    )
+    election.add_argument("--lease-duration", type=seconds, default=15.0, metavar="D", help="default 15s")
+    election.add_argument("--renew-deadline", type=seconds, default=10.0, metavar="D", help="default 10s")
+    election.add_argument("--retry-period", type=seconds, default=2.0, metavar="D", help="default 2s")
+
+    act = parser.add_argument_group("apply (opt-in)")
+    act.add_argument(
+        "--apply",
+        action="store_true",
+        help="on the leader, run gpudrv apply at each new commit and every --resync (its gates, at the "
+        "fetched commit of --branch only)",
+    )
+    act.add_argument("--max-parallel", type=positive, default=1, metavar="N", help="apply's (default 1)")
+    act.add_argument("--drain-timeout", type=seconds, default=300.0, metavar="D", help="apply's (default 5m)")
+    act.add_argument("--installer", choices=("labels", "wait"), default="labels", help="apply's")
+    act.add_argument(
+        "--timeout", type=seconds, default=600.0, metavar="D", help="apply's installer=wait timeout"
+    )
+
+    modes = parser.add_argument_group("other modes")
+    modes.add_argument(
+        "--once", action="store_true", help="fetch, audit, write events, print, exit 0/1 (a CronJob)"
+    )
+    modes.add_argument(
+        "--check-access",
+        action="store_true",
+        help="ask the API server (SelfSubjectAccessReview) about every operation this mode needs, and "
+        "about those it must not have; exit 0 only if exactly the needed ones are allowed",
+    )
+    modes.add_argument("-o", "--output", choices=("text", "json"), default="text", help="for --check-access")
+
+
+def reconcile_settings(args: argparse.Namespace) -> Any:
+    """The loop's settings from the parsed flags."""
+    from reconciler.adapters.git_sync import Credentials, Source, default_directory
+    from reconciler.commands.reconcile import (
+        ApplyOptions,
+        Settings,
+        default_identity,
+        default_lease_namespace,
+    )
+    from reconciler.core.election import Timing
+
+    credentials = Credentials(
+        args.git_token_file, args.git_username, args.git_ssh_key_file, args.git_known_hosts_file
+    )
+    apply = None
+    if args.apply:
+        apply = ApplyOptions(args.max_parallel, args.drain_timeout, args.installer, args.timeout)
+    namespace = None if args.no_leader_election else (args.lease_namespace or default_lease_namespace())
+    return Settings(
+        source=Source(args.repo, args.branch, credentials),
+        workdir=(args.workdir or default_directory()).absolute(),
+        interval=args.interval,
+        resync=args.resync,
+        matrix=args.repo_matrix,
+        fleet=args.repo_fleet,
+        operator_version=args.pinned_operator_version,
+        listen=args.listen,
+        lease_namespace=namespace,
+        lease_name=args.lease_name,
+        identity=args.identity or default_identity(),
+        timing=Timing(args.lease_duration, args.renew_deadline, args.retry_period),
+        event_refresh=args.event_refresh,
+        apply=apply,
+    )

@@ -119,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_explain_command(commands, nodes)
     _add_diff_command(commands)
     _add_init_command(commands)
+    _add_reconcile_command(commands)
     return parser
 
 
@@ -428,6 +429,30 @@ def _add_upgrade_commands(
         "(coverage grid, upgrade states, matrix history): gpudrv report -o html > fleet.html",
     )
     report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _source(a), a.output))
+
+
+def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    reconcile_cmd = commands.add_parser(
+        "reconcile",
+        help="run in the cluster: pull the fleet repo, watch GPU nodes, report (metrics, events)",
+        description="A long-running loop: fetches --branch of --repo every --interval (or on POST /sync), "
+        "lists and watches the GPU nodes, audits each node the moment it joins or its labels change, and "
+        "serves /metrics, /healthz and /readyz; Node events DriverImageMissing. One replica acts (Lease "
+        "leader election). Audit only, unless --apply. SIGTERM stops it between steps.",
+    )
+    args_.reconcile_options(reconcile_cmd)
+    reconcile_cmd.set_defaults(handler=_reconcile)
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from reconciler.commands import reconcile  # prometheus_client only for this command
+
+    settings = args_.reconcile_settings(args)
+    if args.check_access:
+        return reconcile.check_access(settings, _options(args), Output(args.output))
+    if args.once:
+        return reconcile.run_once(settings, _options(args))
+    return reconcile.run(settings, _options(args))
 
 
 def _apply(args: argparse.Namespace) -> int:

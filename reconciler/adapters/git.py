@@ -208,3 +208,83 @@ def head_commit(path: Path) -> tuple[str | None, str | None]:
     except GitCommandError:
         return commit, None
     return commit, "the work tree has uncommitted changes" if dirty else None
+
+
+# --- a clone kept up to date (gpudrv reconcile) -----------------------------------------------------
+
+
+def fetch_branch(directory: Path, url: str, branch: str, env: dict[str, str], timeout: float) -> str:
+    """Fetch the newest commit of `branch` from `url` into the repository at `directory` (created on
+    first use, no checkout) and return its hash. Only that branch, no tags; the whole history, which
+    apply's image gate reads. One error naming the (credential-free) URL and git's own words."""
+    import shutil
+
+    from git import Git, Repo
+    from git.exc import GitCommandError, InvalidGitRepositoryError
+
+    tracking = f"refs/remotes/origin/{branch}"
+    try:
+        repo = Repo(directory) if (directory / ".git").exists() else Repo.init(directory)
+    except InvalidGitRepositoryError:  # a clone cut short (the pod killed mid-way): start again
+        shutil.rmtree(directory / ".git")
+        repo = Repo.init(directory)
+    command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "fetch", "--no-tags", "--quiet", "--", url]
+    try:
+        repo.git.execute([*command, f"+refs/heads/{branch}:{tracking}"], env=env, kill_after_timeout=timeout)
+    except GitCommandError as exc:
+        raise GpudrvError(f"git fetch {redact(url)} {branch}: {_git_message(exc)}") from None
+    return commit_of(repo, tracking)
+
+
+def check_out(directory: Path, commit: str) -> None:
+    """The working tree at `commit` exactly (detached), whatever was there."""
+    from git import Repo
+    from git.exc import GitCommandError
+
+    repo = Repo(directory)
+    try:
+        repo.git.checkout("--force", "--detach", "--quiet", commit)
+        repo.git.clean("-ffdxq")
+    except GitCommandError as exc:
+        raise GpudrvError(f"git checkout {commit} in {directory}: {_git_message(exc)}") from None
+
+
+def add_worktree(directory: Path, path: Path, commit: str) -> None:
+    """A second working tree at `commit` (apply works there while the main one moves on)."""
+    from git import Repo
+    from git.exc import GitCommandError
+
+    repo = Repo(directory)
+    try:
+        repo.git.worktree("prune")
+        repo.git.worktree("add", "--force", "--detach", "--quiet", str(path), commit)
+    except GitCommandError as exc:
+        raise GpudrvError(f"git worktree add {path} {commit}: {_git_message(exc)}") from None
+
+
+def remove_worktree(directory: Path, path: Path) -> None:
+    from git import Repo
+    from git.exc import GitCommandError
+
+    try:
+        Repo(directory).git.worktree("remove", "--force", str(path))
+    except GitCommandError as exc:
+        raise GpudrvError(f"git worktree remove {path}: {_git_message(exc)}") from None
+
+
+def commit_time(directory: Path, commit: str) -> int:
+    """The committer time of `commit` (Unix seconds)."""
+    from git import Repo
+
+    return int(Repo(directory).commit(commit).committed_date)
+
+
+def redact(url: str) -> str:
+    """A URL without the password or token it may carry (https://user:token@host/...)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    userinfo, _, host = rest.partition("@")
+    return (
+        f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else f"{scheme}://***@{host}"
+    )

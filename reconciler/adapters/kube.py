@@ -265,3 +265,98 @@ def budget_spec(document: Mapping[str, Any]) -> diff.Budget:
     return diff.Budget(
         str(metadata.get("namespace", "")), str(metadata.get("name", "")), document.get("spec") or {}
     )
+
+
+# --- long-running requests: watch streams, leases, access reviews (gpudrv reconcile) ------------------
+
+
+class Gone(ApiError):
+    """410: the resourceVersion a watch or list asked for is too old; list again."""
+
+
+def coordination(gateway: Gateway) -> Any:
+    from kubernetes.client import CoordinationV1Api
+
+    return CoordinationV1Api(gateway.api_client)
+
+
+def authorization(gateway: Gateway) -> Any:
+    from kubernetes.client import AuthorizationV1Api
+
+    return AuthorizationV1Api(gateway.api_client)
+
+
+class Stream:
+    """A watch: one JSON event per line as the API server sends them, until it ends the stream, an
+    error (typed as above; 410 is Gone) or `close()` from another thread."""
+
+    def __init__(self, gateway: Gateway, request: Callable[[], Any]) -> None:
+        self.gateway, self.request = gateway, request
+        self.response: Any = None
+        self.closed = False
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            self.response = self.request()
+            if self.closed:
+                return
+            for line in _lines(self.response):
+                event = json.loads(line)
+                if event.get("type") == "ERROR":
+                    raise _status_error(self.gateway.host, event.get("object") or {})
+                yield event
+        except ApiException as exc:
+            error = self.gateway._error(exc)
+            if error.status == 410:
+                raise Gone(self.gateway.host, 410, error.reason, error.detail) from None
+            raise error from None
+        except (HTTPError, OSError) as exc:
+            if not self.closed:
+                raise Unreachable(
+                    f"watch on the cluster at {self.gateway.host} broke: {_reason(exc)}"
+                ) from None
+        except ValueError as exc:
+            raise GpudrvError(
+                f"the cluster at {self.gateway.host} sent a watch event that is not JSON: {exc}"
+            ) from None
+        finally:
+            self._release()
+
+    def close(self) -> None:
+        """Ends the stream from another thread: the reading thread sees its end, not an error."""
+        self.closed = True
+        self._release()
+
+    def _release(self) -> None:
+        import contextlib
+
+        response, self.response = self.response, None
+        for action in ("shutdown", "close"):  # shutdown (urllib3 2.3) wakes a read blocked in another thread
+            with contextlib.suppress(Exception):
+                getattr(response, action, lambda: None)()
+
+
+def _lines(response: Any) -> Iterator[bytes]:
+    buffer = b""
+    for chunk in response.stream(amt=None, decode_content=False):
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        yield from (line for line in complete if line.strip())
+    if buffer.strip():
+        yield buffer
+
+
+def _status_error(host: str, status: Mapping[str, Any]) -> ApiError:
+    """A watch's ERROR event carries a metav1.Status."""
+    code = int(status.get("code") or 0)
+    kind = Gone if code == 410 else _BY_STATUS.get(code, ApiError)
+    return kind(host, code, str(status.get("reason", "")), str(status.get("message", "")).strip())
+
+
+def authentication(gateway: Gateway) -> Any:
+    from kubernetes.client import AuthenticationV1Api
+
+    return AuthenticationV1Api(gateway.api_client)
