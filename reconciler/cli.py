@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 
 from reconciler import __version__
 from reconciler import arguments as args_
-from reconciler.adapters import actions_guard, config, github, sources
+from reconciler.adapters import actions_guard, config, github, output, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import (
     ERROR,
@@ -35,6 +35,11 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # stdout's own failures (a closed pipe, a full disk) are handled round everything (output.py).
+    return output.run(lambda: _guarded_main(argv))
+
+
+def _guarded_main(argv: Sequence[str] | None) -> int:
     # In GitHub Actions the runner reads both streams for workflow commands: guard them before
     # anything (argparse's usage errors included) can quote a value.
     with actions_guard.guarded():
@@ -84,14 +89,14 @@ def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = args_.Parser(  # subcommands are Parsers too (type(parser))
         prog="gpudrv",
         description="Precompiled GPU driver images on Kubernetes: tags, matrix audits, safe upgrades.",
     )
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
     parser.add_argument(
         "--config",
-        type=args_.given("--config", "path"),
+        type=args_.given("--config", "path"),  # a name, checked as a file by config.load
         metavar="PATH",
         help=f"flag defaults (default: ${config.ENVIRONMENT}, else ./{config.DEFAULT_NAME} if present)",
     )
@@ -150,7 +155,11 @@ def _add_matrix_commands(
         help="check the matrix file",
     )
     validate.add_argument(
-        "path", nargs="?", type=args_.path("PATH"), metavar="PATH", help="matrix file (default: --matrix)"
+        "path",
+        nargs="?",
+        type=args_.file_path("PATH"),
+        metavar="PATH",
+        help="matrix file (default: --matrix)",
     )
     validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix, a.output))
 
@@ -357,4 +366,4 @@ def _apply(args: argparse.Namespace) -> int:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    return Options(args.kubeconfig, args.context)
+    return Options(args.kubeconfig, args.context, args.request_timeout)

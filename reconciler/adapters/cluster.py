@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters import kube
+from reconciler.adapters import api_shapes, kube
 from reconciler.core import diff
 from reconciler.core.tags import GPU_PRESENT, Node
 
@@ -40,16 +40,18 @@ class Cluster:
         document = self.gateway.read(
             lambda: core.read_node_with_http_info(name, **kube.raw(_headers={"Accept": METADATA_ONE})),
             missing_ok=True,
+            shape=api_shapes.NODE,
         )
         return None if document is None else kube.node(document)
 
     def budget_specs(self, namespace: str) -> list[diff.Budget]:
         """The namespace's PodDisruptionBudgets (policy/v1), identity and spec, as the diff compares them."""
         policy = self.gateway.policy()
-        page = self.gateway.read(
-            lambda: policy.list_namespaced_pod_disruption_budget_with_http_info(namespace, **kube.raw())
+        items = self.gateway.items(
+            lambda: policy.list_namespaced_pod_disruption_budget_with_http_info(namespace, **kube.raw()),
+            api_shapes.BUDGET,
         )
-        return [kube.budget_spec(item) for item in page.get("items") or []]
+        return [kube.budget_spec(item) for item in items]
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:
         """The namespace's pods as plain JSON documents (spec and status are needed, not only metadata)."""
@@ -58,14 +60,17 @@ class Cluster:
             self.gateway.pages(
                 lambda token: core.list_namespaced_pod_with_http_info(
                     namespace, limit=kube.PAGE_SIZE, _continue=token, **kube.raw()
-                )
+                ),
+                api_shapes.POD,
             )
         )
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         core = self.gateway.core()
         document: dict[str, Any] | None = self.gateway.read(
-            lambda: core.read_namespaced_pod_with_http_info(name, namespace, **kube.raw()), missing_ok=True
+            lambda: core.read_namespaced_pod_with_http_info(name, namespace, **kube.raw()),
+            missing_ok=True,
+            shape=api_shapes.POD,
         )
         return document
 
@@ -77,6 +82,7 @@ class Cluster:
                 limit=kube.PAGE_SIZE,
                 _continue=token,
                 **kube.raw(_headers={"Accept": METADATA_LIST}),
-            )
+            ),
+            api_shapes.NODE,
         )
         return [kube.node(item) for item in items]

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.adapters import kube
+from reconciler.adapters import api_shapes, kube
 from reconciler.adapters.cluster import Cluster
 from reconciler.adapters.kube import raw
 from reconciler.core import budget
@@ -51,34 +51,39 @@ class Fleet:
 
     def gpu_nodes(self) -> list[LiveNode]:
         core = self.gateway.core()
-        page = self.gateway.read(
-            lambda: core.list_node_with_http_info(label_selector=f"{GPU_PRESENT}=true", **raw())
+        items = self.gateway.items(
+            lambda: core.list_node_with_http_info(label_selector=f"{GPU_PRESENT}=true", **raw()),
+            api_shapes.NODE,
         )
-        return [kube.live_node(item) for item in page.get("items") or []]
+        return [kube.live_node(item) for item in items]
 
     def node(self, name: str) -> tuple[LiveNode, str] | None:
         """The node and its resourceVersion, or None if there is no such node."""
         core = self.gateway.core()
-        document = self.gateway.read(lambda: core.read_node_with_http_info(name, **raw()), missing_ok=True)
+        document = self.gateway.read(
+            lambda: core.read_node_with_http_info(name, **raw()), missing_ok=True, shape=api_shapes.NODE
+        )
         if document is None:
             return None
-        return kube.live_node(document), str(document["metadata"].get("resourceVersion", ""))
+        return kube.live_node(document), str(document["metadata"].get("resourceVersion") or "")
 
     def pods_on(self, node: str) -> list[budget.Pod]:
         core = self.gateway.core()
-        page = self.gateway.read(
+        items = self.gateway.items(
             lambda: core.list_pod_for_all_namespaces_with_http_info(
                 field_selector=f"spec.nodeName={node}", **raw()
-            )
+            ),
+            api_shapes.POD,
         )
-        return [kube.pod(item) for item in page.get("items") or []]
+        return [kube.pod(item) for item in items]
 
     def budgets(self) -> list[budget.Budget]:
         policy = self.gateway.policy()
-        page = self.gateway.read(
-            lambda: policy.list_pod_disruption_budget_for_all_namespaces_with_http_info(**raw())
+        items = self.gateway.items(
+            lambda: policy.list_pod_disruption_budget_for_all_namespaces_with_http_info(**raw()),
+            api_shapes.BUDGET,
         )
-        return [kube.disruption_budget(item) for item in page.get("items") or []]
+        return [kube.disruption_budget(item) for item in items]
 
     # --- writes ----------------------------------------------------------------------------------
 

@@ -70,10 +70,14 @@ def list_items(path: Path, line: int, document: dict[str, Any]) -> list[Any]:
         return []
     if not isinstance(items, list):
         at = _key_line(document, "items", line)
-        raise GpudrvError(
-            f"kind: List: items must be a list, not {type(items).__name__}", file=str(path), line=at
-        )
+        raise GpudrvError(f"kind: List: items must be a list, not {_kind(items)}", file=str(path), line=at)
     return items
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    return "null" if value is None else f"{type(value).__name__} {value!r}"[:60]
 
 
 def load_nodes(folder: Path) -> list[Node]:

@@ -50,15 +50,16 @@ class Problem(Exception):
         self.message, self.line = message, line
 
 
-def documents(text: str) -> Iterator[Any]:
+def documents(text: str, version: tuple[int, int] | None = None) -> Iterator[Any]:
     """Each document of the text as ruamel's round-trip data (CommentedMap, CommentedSeq, scalars),
-    in order; a Problem at the first thing that is not YAML gpudrv reads (after the documents before)."""
+    in order; a Problem at the first thing that is not YAML gpudrv reads (after the documents before).
+    `version`: the YAML version of documents without a %YAML directive (None: 1.2)."""
     reader = YAML(typ="rt")
     construct = reader.constructor.construct_document
     shielded, restore = _shield(text)
     parser = _LOADER(shielded)
     try:
-        for root in _Composer(reader, restore).nodes(parser):
+        for root in _Composer(reader, restore, version).nodes(parser):
             yield _construct(construct, root)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow, such as NUL
         line = text.count("\n", 0, max(exc.position, 0)) + 1
@@ -96,6 +97,7 @@ class _Open:
 class _Composer:
     loader: YAML  # its resolver and constructor follow its `version`: a document's %YAML directive
     restore: dict[int, int] | None  # str.translate table undoing _shield, None if nothing was shielded
+    default_version: tuple[int, int] | None  # of a document without a %YAML directive (None: 1.2)
     anchors: dict[str, Node] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)  # anchor -> expanded size, once it is complete
     added: int = 0  # nodes the aliases of this document add
@@ -143,7 +145,7 @@ class _Composer:
             raise Problem(
                 f"invalid YAML: %YAML {shown} is not supported (1.1 or 1.2)", self._line(event.start_mark)
             )
-        self.loader.version = event.version
+        self.loader.version = event.version or self.default_version
         self.rules = self.loader.resolver.versioned_resolver
 
     def _resolve(self, kind: type[Node], value: str | None, implicit: Any) -> Tag:
