@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from reconciler.adapters import config
 from reconciler.commands import Output
-from reconciler.core import duration
+from reconciler.core import duration, label_selector
 from reconciler.errors import GpudrvError
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
@@ -130,6 +130,20 @@ def cluster_options(group: argparse.ArgumentParser | argparse._ArgumentGroup) ->
     )
 
 
+def selector_option() -> argparse.ArgumentParser:
+    """-l/--selector, as kubectl's: for the commands that list nodes."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "-l",
+        "--selector",
+        type=selector,
+        metavar="SELECTOR",
+        help="only the nodes whose labels match, like kubectl -l (e.g. pool=a100 or 'zone in (a,b),!spare'); "
+        "with --from, the labels the manifests declare",
+    )
+    return options
+
+
 def matrix_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
@@ -166,6 +180,15 @@ def seconds(text: str) -> float:
     try:
         return duration.parse(text)
     except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def selector(text: str) -> label_selector.LabelSelector | Empty:
+    if not text:
+        return Empty("-l/--selector", "selector")
+    try:
+        return label_selector.parse(text)
+    except label_selector.SelectorError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -102,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
+    selector = args_.selector_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
@@ -109,25 +110,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[nodes, selector, matrix_file, args_.output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
     audit_cmd.set_defaults(handler=lambda a: audit.run(_source(a), a.matrix, a.output))
 
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
-    _add_upgrade_commands(commands, nodes, matrix_file, output)
-    _add_explain_command(commands, nodes)
-    _add_diff_command(commands)
+    _add_upgrade_commands(commands, [nodes, selector], matrix_file, output)
+    _add_explain_command(commands, [nodes, selector])
+    _add_diff_command(commands, selector)
     return parser
 
 
 def _add_explain_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: argparse.ArgumentParser
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: list[argparse.ArgumentParser]
 ) -> None:
     explain_cmd = commands.add_parser(
         "explain",
-        parents=[nodes],
+        parents=nodes,
         help="which nodes a workload may run on, why not the others, and CUDA driver checks",
         description="Pods, Jobs, CronJobs, Deployments and StatefulSets (their pod templates) from "
         "--from DIR, or live pods. Exit 1 when a workload fits no node or a node's driver is too old "
@@ -197,7 +198,7 @@ def _add_matrix_git_commands(
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[args_.node_options(), matrix_file],
+        parents=[args_.node_options(), args_.selector_option(), matrix_file],
         help="rows added/removed since REF, and each GPU node's audit status before and after",
         description="Exit 1 when a node that had its image at REF would lose it.",
     )
@@ -217,10 +218,12 @@ def _add_matrix_git_commands(
     impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
 
 
-def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_diff_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], selector: argparse.ArgumentParser
+) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[args_.output_option(Output.GITHUB)],
+        parents=[selector, args_.output_option(Output.GITHUB)],
         help="declared node labels and PDB specs in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
@@ -232,7 +235,7 @@ def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="manifests in git (default: gpudrv.yaml's fleet)",
     )
     args_.cluster_options(diff_cmd)
-    diff_cmd.set_defaults(handler=lambda a: diff.run(args_.desired(a), _options(a), a.output))
+    diff_cmd.set_defaults(handler=lambda a: diff.run(args_.desired(a), _options(a), a.output, a.selector))
 
 
 def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -257,18 +260,19 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
     """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
     always, for commands whose --from names the desired state instead)."""
+    selector = getattr(args, "selector", None)
     if live:
-        return sources.NodeSource(None, _options(args), args.operator_version)
+        return sources.NodeSource(None, _options(args), args.operator_version, selector)
     if args.from_dir and (args.kubeconfig or args.context):
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version)
+    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector)
 
 
 def _add_upgrade_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    nodes: argparse.ArgumentParser,
+    nodes: list[argparse.ArgumentParser],
     matrix_file: argparse.ArgumentParser,
     output: argparse.ArgumentParser,
 ) -> None:
@@ -283,7 +287,7 @@ def _add_upgrade_commands(
 
     plan_cmd = commands.add_parser(
         "plan",
-        parents=[nodes, matrix_file, gates, output],
+        parents=[*nodes, matrix_file, gates, output],
         help="the upgrades git asks for, their steps and gates",
     )
     plan_cmd.set_defaults(
@@ -295,11 +299,12 @@ def _add_upgrade_commands(
             options=_options(a),
             output=a.output,
             operator_version=a.operator_version,
+            selector=a.selector,
         )
     )
 
     apply_cmd = commands.add_parser(
-        "apply", parents=[nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
+        "apply", parents=[*nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
@@ -338,14 +343,16 @@ def _add_upgrade_commands(
     drain_cmd.set_defaults(handler=lambda a: drain.run(a.node, a.timeout, a.force, a.preflight, _options(a)))
 
     status_cmd = commands.add_parser(
-        "status", parents=[nodes, matrix_file, output], help="one line per GPU node"
+        "status", parents=[*nodes, matrix_file, output], help="one line per GPU node"
     )
     status_cmd.set_defaults(
         handler=lambda a: status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
     )
 
     report_cmd = commands.add_parser(
-        "report", parents=[cluster_only, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
+        "report",
+        parents=[cluster_only, nodes[1], matrix_file, output],
+        help="NODES, SKEW, MATRIX_ROWS, per-node tag",
     )
     report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _source(a, live=True), a.output))
 
@@ -361,6 +368,7 @@ def _apply(args: argparse.Namespace) -> int:
         installer=apply.Installer(args.installer),
         install_timeout=args.timeout,
         force=args.force,
+        selector=args.selector,
     )
     return apply.run(settings, _options(args))
 

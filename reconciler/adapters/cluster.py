@@ -10,6 +10,7 @@ from typing import Any
 
 from reconciler.adapters import api_shapes, kube
 from reconciler.core import diff
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT, Node
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
@@ -20,6 +21,11 @@ def connect(options: kube.Options) -> Cluster:
     return Cluster(kube.connect(options))
 
 
+def label_selector(base: str, selector: LabelSelector | None) -> str:
+    """The labelSelector parameter: `base` and the user's -l, both (the API server ANDs them)."""
+    return ",".join(part for part in (base, selector.text() if selector else "") if part)
+
+
 class Cluster:
     """Every method reads fresh from the API server."""
 
@@ -27,13 +33,13 @@ class Cluster:
         self.gateway = gateway
         self.host = gateway.host
 
-    def gpu_nodes(self) -> list[Node]:
-        """All nodes labelled gpu.present=true: one paginated metadata-only list."""
-        return self._nodes(f"{GPU_PRESENT}=true")
+    def gpu_nodes(self, selector: LabelSelector | None = None) -> list[Node]:
+        """All nodes labelled gpu.present=true (and matching `selector`): one paginated metadata-only list."""
+        return self._nodes(label_selector(f"{GPU_PRESENT}=true", selector))
 
-    def nodes(self) -> list[Node]:
-        """Every node, whatever its labels: one paginated metadata-only list."""
-        return self._nodes("")
+    def nodes(self, selector: LabelSelector | None = None) -> list[Node]:
+        """Every node, whatever its labels (those matching `selector`): one paginated metadata-only list."""
+        return self._nodes(label_selector("", selector))
 
     def node(self, name: str) -> Node | None:
         core = self.gateway.core()

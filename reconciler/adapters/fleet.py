@@ -15,9 +15,10 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.adapters import api_shapes, kube
-from reconciler.adapters.cluster import Cluster
+from reconciler.adapters.cluster import Cluster, label_selector
 from reconciler.adapters.kube import raw
 from reconciler.core import budget
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import LiveNode
 
@@ -49,10 +50,11 @@ class Fleet:
 
     # --- reads -----------------------------------------------------------------------------------
 
-    def gpu_nodes(self) -> list[LiveNode]:
+    def gpu_nodes(self, selector: LabelSelector | None = None) -> list[LiveNode]:
         core = self.gateway.core()
+        labels = label_selector(f"{GPU_PRESENT}=true", selector)
         items = self.gateway.items(
-            lambda: core.list_node_with_http_info(label_selector=f"{GPU_PRESENT}=true", **raw()),
+            lambda: core.list_node_with_http_info(label_selector=labels, **raw()),
             api_shapes.NODE,
         )
         return [kube.live_node(item) for item in items]

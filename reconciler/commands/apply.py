@@ -27,6 +27,7 @@ from reconciler.commands import upgrades as up
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import (
     FAILURE,
     INITIAL_UNSCHEDULABLE,
@@ -62,6 +63,7 @@ class Settings:
     installer: Installer = Installer.LABELS
     install_timeout: float = 600.0
     force: bool = False
+    selector: LabelSelector | None = None  # -l: only the declared nodes whose declared labels match
 
 
 class StepFailed(Exception):
@@ -74,14 +76,14 @@ class Busy(Exception):
 
 def run(settings: Settings, options: kube.Options) -> int:
     _refuse_operator_resources(settings.from_dir)
-    desired = up.load_desired(settings.from_dir)  # 1. manifests and matrix are valid before anything
+    desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
     if settings.dry_run:
         return _dry_run(fleet, desired, images, settings)
     _sync_budgets(fleet, desired)  # 3. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
-    return _final_audit(fleet, images.working, outcome)
+    return _final_audit(fleet, images.working, outcome, settings.selector)
 
 
 def _refuse_operator_resources(from_dir: Path) -> None:
@@ -193,8 +195,10 @@ def _run_batch(
             outcome.blocked[plan.node] = reason
 
 
-def _final_audit(fleet: Fleet, working_tags: frozenset[str], outcome: Outcome) -> int:
-    result = audit.audit([live.node for live in fleet.gpu_nodes()], working_tags)
+def _final_audit(
+    fleet: Fleet, working_tags: frozenset[str], outcome: Outcome, selector: LabelSelector | None = None
+) -> int:
+    result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
     print(summary)

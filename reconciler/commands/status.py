@@ -29,7 +29,7 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
-    live = sorted(fleet.gpu_nodes(), key=lambda node: node.name)
+    live = sorted(fleet.gpu_nodes(source.selector), key=lambda node: node.name)
     budgets = fleet.budgets() if live else []
     wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
     return [
@@ -79,7 +79,7 @@ def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[b
 def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     contract = source.contract()
-    nodes = sorted(Fleet(source.live.gateway).gpu_nodes(), key=lambda node: node.name)
+    nodes = sorted(Fleet(source.live.gateway).gpu_nodes(source.selector), key=lambda node: node.name)
     found = operator.wants(contract, [n.node for n in nodes])
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
