@@ -12,19 +12,29 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from reconciler.adapters import config
 from reconciler.adapters.registry import CONCURRENCY
 from reconciler.commands import Output
 from reconciler.commands import registry as registry_command
-from reconciler.core import duration
+from reconciler.core import duration, label_selector
 from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
 DEFAULT_MANIFESTS = Path("clusters")
 GITHUB_HELP = "github (annotations and a step summary; the default when GITHUB_ACTIONS=true)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with gpudrv's promise for bad input: exit 2 and one line on stderr (argparse prints
+    the usage too); the message flattened, as it may quote a value with a newline."""
+
+    def error(self, message: str) -> NoReturn:
+        flat = message.replace("\r", "\\r").replace("\n", "\\n")
+        verb = self.prog.partition(" ")[2]
+        self.exit(2, f"gpudrv: {verb + ': ' if verb else ''}{flat} (see {self.prog} --help)\n")
 
 
 @dataclass(frozen=True)
@@ -41,6 +51,18 @@ class Empty:
 
 def path(option: str) -> Callable[[str], Path | Empty]:
     return lambda text: Path(text) if text else Empty(option, "path")
+
+
+def file_path(option: str) -> Callable[[str], Path | Empty]:
+    """A path that names a file: `matrix.csv/` is refused (Path() would drop the slash and read the
+    file, where every other tool says "Not a directory")."""
+
+    def convert(text: str) -> Path | Empty:
+        if text.endswith(("/", "/.")) and not Path(text).is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r}: not a directory (a trailing slash names one)")
+        return path(option)(text)
+
+    return convert
 
 
 def given(option: str, what: str) -> Callable[[str], str | Empty]:
@@ -103,13 +125,34 @@ def cluster_options(group: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
     )
     group.add_argument("--context", type=given("--context", "context name"), help="kubeconfig context to use")
+    group.add_argument(
+        "--request-timeout",
+        type=seconds,
+        metavar="D",
+        help="give up on a single API request after D, like kubectl (e.g. 10s; 0: never; "
+        "default: connect 5s, each read 15s, one answer 60s)",
+    )
+
+
+def selector_option() -> argparse.ArgumentParser:
+    """-l/--selector, as kubectl's: for the commands that list nodes."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "-l",
+        "--selector",
+        type=selector,
+        metavar="SELECTOR",
+        help="only the nodes whose labels match, like kubectl -l (e.g. pool=a100 or 'zone in (a,b),!spare'); "
+        "with --from, the labels the manifests declare",
+    )
+    return options
 
 
 def matrix_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
         "--matrix",
-        type=path("--matrix"),
+        type=file_path("--matrix"),
         metavar="PATH",
         help=f"support matrix (default: gpudrv.yaml's matrix, else {DEFAULT_MATRIX})",
     )
@@ -141,6 +184,15 @@ def seconds(text: str) -> float:
     try:
         return duration.parse(text)
     except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def selector(text: str) -> label_selector.LabelSelector | Empty:
+    if not text:
+        return Empty("-l/--selector", "selector")
+    try:
+        return label_selector.parse(text)
+    except label_selector.SelectorError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

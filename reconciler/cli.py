@@ -11,7 +11,7 @@ from pathlib import Path
 
 from reconciler import __version__
 from reconciler import arguments as args_
-from reconciler.adapters import actions_guard, config, github, sources
+from reconciler.adapters import actions_guard, config, github, output, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import (
     ERROR,
@@ -38,6 +38,11 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # stdout's own failures (a closed pipe, a full disk) are handled round everything (output.py).
+    return output.run(lambda: _guarded_main(argv))
+
+
+def _guarded_main(argv: Sequence[str] | None) -> int:
     # In GitHub Actions the runner reads both streams for workflow commands: guard them before
     # anything (argparse's usage errors included) can quote a value.
     with actions_guard.guarded():
@@ -87,19 +92,20 @@ def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = args_.Parser(  # subcommands are Parsers too (type(parser))
         prog="gpudrv",
         description="Precompiled GPU driver images on Kubernetes: tags, matrix audits, safe upgrades.",
     )
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
     parser.add_argument(
         "--config",
-        type=args_.given("--config", "path"),
+        type=args_.given("--config", "path"),  # a name, checked as a file by config.load
         metavar="PATH",
         help=f"flag defaults (default: ${config.ENVIRONMENT}, else ./{config.DEFAULT_NAME} if present)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
+    selector = args_.selector_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
@@ -107,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[nodes, selector, matrix_file, args_.output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
     args_.registry_options(audit_cmd, audit=True)
@@ -115,9 +121,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
-    _add_upgrade_commands(commands, nodes, matrix_file, output)
-    _add_explain_command(commands, nodes)
-    _add_diff_command(commands)
+    _add_upgrade_commands(commands, [nodes, selector], matrix_file, output)
+    _add_explain_command(commands, [nodes, selector])
+    _add_diff_command(commands, selector)
     _add_init_command(commands)
     _add_reconcile_command(commands)
     return parser
@@ -168,11 +174,11 @@ def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _add_explain_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: argparse.ArgumentParser
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: list[argparse.ArgumentParser]
 ) -> None:
     explain_cmd = commands.add_parser(
         "explain",
-        parents=[nodes],
+        parents=nodes,
         help="which nodes a workload may run on, why not the others, and CUDA driver checks",
         description="Pods, Jobs, CronJobs, Deployments and StatefulSets (their pod templates) from "
         "--from DIR, or live pods. Exit 1 when a workload fits no node or a node's driver is too old "
@@ -200,7 +206,11 @@ def _add_matrix_commands(
         help="check the matrix file",
     )
     validate.add_argument(
-        "path", nargs="?", type=args_.path("PATH"), metavar="PATH", help="matrix file (default: --matrix)"
+        "path",
+        nargs="?",
+        type=args_.file_path("PATH"),
+        metavar="PATH",
+        help="matrix file (default: --matrix)",
     )
     validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix, a.output))
 
@@ -274,7 +284,7 @@ def _add_matrix_git_commands(
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[args_.node_options(), matrix_file],
+        parents=[args_.node_options(), args_.selector_option(), matrix_file],
         help="rows added/removed since REF, and each GPU node's audit status before and after",
         description="Exit 1 when a node that had its image at REF would lose it.",
     )
@@ -294,10 +304,12 @@ def _add_matrix_git_commands(
     impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
 
 
-def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_diff_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], selector: argparse.ArgumentParser
+) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[args_.output_option(Output.GITHUB)],
+        parents=[selector, args_.output_option(Output.GITHUB)],
         help="node labels, PDB specs and GPU Operator driver resources in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
@@ -309,7 +321,7 @@ def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="manifests in git (default: gpudrv.yaml's fleet)",
     )
     args_.cluster_options(diff_cmd)
-    diff_cmd.set_defaults(handler=lambda a: diff.run(args_.desired(a), _options(a), a.output))
+    diff_cmd.set_defaults(handler=lambda a: diff.run(args_.desired(a), _options(a), a.output, a.selector))
 
 
 def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -334,18 +346,19 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
     """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
     always, for commands whose --from names the desired state instead)."""
+    selector = getattr(args, "selector", None)
     if live:
-        return sources.NodeSource(None, _options(args), args.operator_version)
+        return sources.NodeSource(None, _options(args), args.operator_version, selector)
     if args.from_dir and (args.kubeconfig or args.context):
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version)
+    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector)
 
 
 def _add_upgrade_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    nodes: argparse.ArgumentParser,
+    nodes: list[argparse.ArgumentParser],
     matrix_file: argparse.ArgumentParser,
     output: argparse.ArgumentParser,
 ) -> None:
@@ -360,7 +373,7 @@ def _add_upgrade_commands(
 
     plan_cmd = commands.add_parser(
         "plan",
-        parents=[nodes, matrix_file, gates, output],
+        parents=[*nodes, matrix_file, gates, output],
         help="the upgrades git asks for, their steps and gates",
     )
     plan_cmd.set_defaults(
@@ -372,11 +385,12 @@ def _add_upgrade_commands(
             options=_options(a),
             output=a.output,
             operator_version=a.operator_version,
+            selector=a.selector,
         )
     )
 
     apply_cmd = commands.add_parser(
-        "apply", parents=[nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
+        "apply", parents=[*nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
@@ -415,7 +429,7 @@ def _add_upgrade_commands(
     drain_cmd.set_defaults(handler=lambda a: drain.run(a.node, a.timeout, a.force, a.preflight, _options(a)))
 
     status_cmd = commands.add_parser(
-        "status", parents=[nodes, matrix_file, output], help="one line per GPU node"
+        "status", parents=[*nodes, matrix_file, output], help="one line per GPU node"
     )
     status_cmd.set_defaults(
         handler=lambda a: status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
@@ -423,7 +437,7 @@ def _add_upgrade_commands(
 
     report_cmd = commands.add_parser(
         "report",
-        parents=[nodes, matrix_file, args_.output_option(Output.HTML)],
+        parents=[*nodes, matrix_file, args_.output_option(Output.HTML)],
         help="NODES, SKEW, MATRIX_ROWS, per-node tag; -o html: the fleet page",
         description="Live, or offline with --from DIR. -o html writes one self-contained HTML page "
         "(coverage grid, upgrade states, matrix history): gpudrv report -o html > fleet.html",
@@ -466,9 +480,10 @@ def _apply(args: argparse.Namespace) -> int:
         installer=apply.Installer(args.installer),
         install_timeout=args.timeout,
         force=args.force,
+        selector=args.selector,
     )
     return apply.run(settings, _options(args))
 
 
 def _options(args: argparse.Namespace) -> Options:
-    return Options(args.kubeconfig, args.context)
+    return Options(args.kubeconfig, args.context, args.request_timeout)

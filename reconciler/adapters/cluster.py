@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters import kube
+from reconciler.adapters import api_shapes, kube
 from reconciler.core import diff
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT, Node
 
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
@@ -20,6 +21,11 @@ def connect(options: kube.Options) -> Cluster:
     return Cluster(kube.connect(options))
 
 
+def label_selector(base: str, selector: LabelSelector | None) -> str:
+    """The labelSelector parameter: `base` and the user's -l, both (the API server ANDs them)."""
+    return ",".join(part for part in (base, selector.text() if selector else "") if part)
+
+
 class Cluster:
     """Every method reads fresh from the API server."""
 
@@ -27,29 +33,31 @@ class Cluster:
         self.gateway = gateway
         self.host = gateway.host
 
-    def gpu_nodes(self) -> list[Node]:
-        """All nodes labelled gpu.present=true: one paginated metadata-only list."""
-        return self._nodes(f"{GPU_PRESENT}=true")
+    def gpu_nodes(self, selector: LabelSelector | None = None) -> list[Node]:
+        """All nodes labelled gpu.present=true (and matching `selector`): one paginated metadata-only list."""
+        return self._nodes(label_selector(f"{GPU_PRESENT}=true", selector))
 
-    def nodes(self) -> list[Node]:
-        """Every node, whatever its labels: one paginated metadata-only list."""
-        return self._nodes("")
+    def nodes(self, selector: LabelSelector | None = None) -> list[Node]:
+        """Every node, whatever its labels (those matching `selector`): one paginated metadata-only list."""
+        return self._nodes(label_selector("", selector))
 
     def node(self, name: str) -> Node | None:
         core = self.gateway.core()
         document = self.gateway.read(
             lambda: core.read_node_with_http_info(name, **kube.raw(_headers={"Accept": METADATA_ONE})),
             missing_ok=True,
+            shape=api_shapes.NODE,
         )
         return None if document is None else kube.node(document)
 
     def budget_specs(self, namespace: str) -> list[diff.Budget]:
         """The namespace's PodDisruptionBudgets (policy/v1), identity and spec, as the diff compares them."""
         policy = self.gateway.policy()
-        page = self.gateway.read(
-            lambda: policy.list_namespaced_pod_disruption_budget_with_http_info(namespace, **kube.raw())
+        items = self.gateway.items(
+            lambda: policy.list_namespaced_pod_disruption_budget_with_http_info(namespace, **kube.raw()),
+            api_shapes.BUDGET,
         )
-        return [kube.budget_spec(item) for item in page.get("items") or []]
+        return [kube.budget_spec(item) for item in items]
 
     def pods(self, namespace: str) -> list[dict[str, Any]]:
         """The namespace's pods as plain JSON documents (spec and status are needed, not only metadata)."""
@@ -58,14 +66,17 @@ class Cluster:
             self.gateway.pages(
                 lambda token: core.list_namespaced_pod_with_http_info(
                     namespace, limit=kube.PAGE_SIZE, _continue=token, **kube.raw()
-                )
+                ),
+                api_shapes.POD,
             )
         )
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         core = self.gateway.core()
         document: dict[str, Any] | None = self.gateway.read(
-            lambda: core.read_namespaced_pod_with_http_info(name, namespace, **kube.raw()), missing_ok=True
+            lambda: core.read_namespaced_pod_with_http_info(name, namespace, **kube.raw()),
+            missing_ok=True,
+            shape=api_shapes.POD,
         )
         return document
 
@@ -77,6 +88,7 @@ class Cluster:
                 limit=kube.PAGE_SIZE,
                 _continue=token,
                 **kube.raw(_headers={"Accept": METADATA_LIST}),
-            )
+            ),
+            api_shapes.NODE,
         )
         return [kube.node(item) for item in items]

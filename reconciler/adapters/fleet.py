@@ -8,16 +8,18 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.adapters import kube
-from reconciler.adapters.cluster import Cluster
+from reconciler.adapters import api_shapes, kube
+from reconciler.adapters.cluster import Cluster, label_selector
 from reconciler.adapters.kube import raw
 from reconciler.core import budget
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import LiveNode
 
@@ -25,6 +27,7 @@ MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
+CONFLICT_RETRIES = 10  # a node write that lost this many races in a row gives up
 
 
 class EvictionOutcome(StrEnum):
@@ -46,64 +49,91 @@ class Fleet:
         self.gateway = gateway
         self.cluster = Cluster(gateway)
         self.host = gateway.host
+        self.conflicts = 0  # node writes sent again after a 409
 
     # --- reads -----------------------------------------------------------------------------------
 
-    def gpu_nodes(self) -> list[LiveNode]:
+    def gpu_nodes(self, selector: LabelSelector | None = None) -> list[LiveNode]:
         core = self.gateway.core()
-        page = self.gateway.read(
-            lambda: core.list_node_with_http_info(label_selector=f"{GPU_PRESENT}=true", **raw())
+        labels = label_selector(f"{GPU_PRESENT}=true", selector)
+        items = self.gateway.items(
+            lambda: core.list_node_with_http_info(label_selector=labels, **raw()),
+            api_shapes.NODE,
         )
-        return [kube.live_node(item) for item in page.get("items") or []]
+        return [kube.live_node(item) for item in items]
 
     def node(self, name: str) -> tuple[LiveNode, str] | None:
         """The node and its resourceVersion, or None if there is no such node."""
         core = self.gateway.core()
-        document = self.gateway.read(lambda: core.read_node_with_http_info(name, **raw()), missing_ok=True)
+        document = self.gateway.read(
+            lambda: core.read_node_with_http_info(name, **raw()), missing_ok=True, shape=api_shapes.NODE
+        )
         if document is None:
             return None
-        return kube.live_node(document), str(document["metadata"].get("resourceVersion", ""))
+        return kube.live_node(document), str(document["metadata"].get("resourceVersion") or "")
 
     def pods_on(self, node: str) -> list[budget.Pod]:
         core = self.gateway.core()
-        page = self.gateway.read(
+        items = self.gateway.items(
             lambda: core.list_pod_for_all_namespaces_with_http_info(
                 field_selector=f"spec.nodeName={node}", **raw()
-            )
+            ),
+            api_shapes.POD,
         )
-        return [kube.pod(item) for item in page.get("items") or []]
+        return [kube.pod(item) for item in items]
 
     def budgets(self) -> list[budget.Budget]:
         policy = self.gateway.policy()
-        page = self.gateway.read(
-            lambda: policy.list_pod_disruption_budget_for_all_namespaces_with_http_info(**raw())
+        items = self.gateway.items(
+            lambda: policy.list_pod_disruption_budget_for_all_namespaces_with_http_info(**raw()),
+            api_shapes.BUDGET,
         )
-        return [kube.disruption_budget(item) for item in page.get("items") or []]
+        return [kube.disruption_budget(item) for item in items]
 
     # --- writes ----------------------------------------------------------------------------------
 
     def patch_node(
         self,
         name: str,
+        *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
         unschedulable: bool | None = None,
         resource_version: str | None = None,
+        expect: Callable[[LiveNode], None] | None = None,
     ) -> None:
         """A JSON merge patch; a None value removes the key.
 
-        With resource_version, the patch only applies to that version: a lost race raises kube.Conflict.
+        With resource_version, the patch only applies to that version: a lost race raises kube.Conflict
+        (a compare-and-swap: the caller decides). Without, the node is read fresh and the patch is sent
+        with that version; another writer between the two (409 Conflict) makes it read the node again
+        and retry, up to CONFLICT_RETRIES times. `expect` sees each fresh node first and raises to stop
+        (e.g. the lease on it is no longer this run's).
         """
-        metadata: dict[str, Any] = {}
-        if labels:
-            metadata["labels"] = dict(labels)
-        if annotations:
-            metadata["annotations"] = dict(annotations)
-        if resource_version:
-            metadata["resourceVersion"] = resource_version
-        body: dict[str, Any] = {"metadata": metadata} if metadata else {}
-        if unschedulable is not None:
-            body["spec"] = {"unschedulable": unschedulable or None}
+        if resource_version is not None:
+            self._patch(name, _patch_body(labels, annotations, unschedulable, resource_version))
+            return
+        for attempt in range(CONFLICT_RETRIES):
+            found = self.node(name)
+            if found is None:
+                raise kube.NotFound(self.host, 404, "Not Found", f'nodes "{name}" not found')
+            live, version = found
+            if expect is not None:
+                expect(live)
+            try:
+                self._patch(name, _patch_body(labels, annotations, unschedulable, version or None))
+                return
+            except kube.Conflict:
+                self.conflicts += 1
+                time.sleep(min(0.05 * 2**attempt, 1.0))  # another writer: read its change, then try again
+        raise kube.Conflict(
+            self.host,
+            409,
+            "Conflict",
+            f"node {name} changed under {CONFLICT_RETRIES} writes in a row; gave up",
+        )
+
+    def _patch(self, name: str, body: dict[str, Any]) -> None:
         core = self.gateway.core()
         self.gateway.write(
             lambda: core.patch_node_with_http_info(name, body, _content_type=MERGE_PATCH, **raw())
@@ -158,13 +188,17 @@ class Fleet:
             )
         )
 
-    def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
-        """A Node event, so `kubectl describe node` and `kubectl get events` show what gpudrv did."""
+    def event(
+        self, node: str, reason: str, message: str, warning: bool = False, name: str | None = None
+    ) -> None:
+        """A Node event, so `kubectl describe node` and `kubectl get events` show what gpudrv did.
+        With `name`, sent again after a lost answer it is not a second event (409: it exists)."""
         now = datetime.now(UTC)
+        metadata = {"name": name} if name else {"generateName": f"{node}.gpudrv-"}
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{node}.gpudrv-", "namespace": EVENT_NAMESPACE},
+            "metadata": {**metadata, "namespace": EVENT_NAMESPACE},
             "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
             "reason": reason,
             "message": message[:1024],
@@ -175,6 +209,26 @@ class Fleet:
             "count": 1,
         }
         core = self.gateway.core()
-        self.gateway.write(
-            lambda: core.create_namespaced_event_with_http_info(EVENT_NAMESPACE, body, **raw())
-        )
+        with contextlib.suppress(kube.Conflict):  # already there: this very event, sent before
+            self.gateway.write(
+                lambda: core.create_namespaced_event_with_http_info(EVENT_NAMESPACE, body, **raw())
+            )
+
+
+def _patch_body(
+    labels: Mapping[str, str | None] | None,
+    annotations: Mapping[str, str | None] | None,
+    unschedulable: bool | None,
+    resource_version: str | None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    body: dict[str, Any] = {"metadata": metadata} if metadata else {}
+    if unschedulable is not None:
+        body["spec"] = {"unschedulable": unschedulable or None}
+    return body

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from reconciler.adapters import actions_guard
+from reconciler.adapters import actions_guard, files
 from reconciler.errors import GpudrvError
 
 Level = Literal["error", "warning", "notice"]
@@ -87,8 +87,8 @@ def split_origin(origin: str | None) -> tuple[str | None, int | None]:
 def workspace_path(file: str) -> str:
     """GitHub places annotations by path from the repository root: $GITHUB_WORKSPACE, where a
     workflow's steps start. Paths outside it are left as given."""
-    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
-    absolute = (Path.cwd() / file).resolve()
+    root = files.absolute(Path(os.environ.get("GITHUB_WORKSPACE") or ".")).resolve()
+    absolute = files.absolute(Path(file)).resolve()
     return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(file).as_posix()
 
 
@@ -196,7 +196,8 @@ def append_summary(summary: Summary) -> None:
     if len(markdown.encode()) > SUMMARY_LIMIT - existing:
         return  # the step's summary is full: GitHub would reject all of it
     try:
-        with path.open("a", encoding="utf-8") as handle:
+        # backslashreplace: a file name that is not UTF-8 (surrogate escapes) must not end the run.
+        with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(markdown)
     except OSError as exc:
         raise GpudrvError(f"{path}: cannot write the step summary: {exc.strerror}") from None

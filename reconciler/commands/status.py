@@ -31,7 +31,7 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
-    live = sorted(fleet.gpu_nodes(), key=lambda node: node.name)
+    live = sorted(fleet.gpu_nodes(source.selector), key=lambda node: node.name)
     budgets = fleet.budgets() if live else []
     wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
     return [
@@ -101,8 +101,8 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
 def _report_nodes(source: NodeSource) -> list[LiveNode]:
     """The GPU nodes: live, or as the manifests under --from declare them."""
     if source.from_dir is not None:
-        return declared_nodes.gpu_nodes(source.from_dir)
-    return Fleet(source.live.gateway).gpu_nodes()
+        return [node for node in declared_nodes.gpu_nodes(source.from_dir) if source.selects(node.node)]
+    return Fleet(source.live.gateway).gpu_nodes(source.selector)
 
 
 def _holds(source: NodeSource, nodes: list[LiveNode]) -> dict[str, str]:
