@@ -117,6 +117,7 @@ class Elector:
         self.observed_at = time.monotonic()
         self.renewed_at = 0.0
         self.holder: str | None = None
+        self.warned: tuple[str, float] = ("", 0.0)
 
     def start(self) -> Elector:
         self.thread.start()
@@ -182,7 +183,14 @@ class Elector:
         except kube.Conflict:
             pass  # another replica wrote first: read again at the next try
         except (kube.ApiError, kube.Unreachable, GpudrvError) as exc:
-            log.warning("leader election: %s", exc)
+            self._warn(str(exc))
+
+    def _warn(self, text: str) -> None:
+        """The same failure every retry period is logged once a minute, a new one at once."""
+        now = time.monotonic()
+        if text != self.warned[0] or now - self.warned[1] >= 60:
+            log.warning("leader election: %s", text)
+            self.warned = (text, now)
 
     def _note_holder(self, current: Record | None) -> None:
         holder = current.holder if current else None

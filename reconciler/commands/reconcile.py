@@ -301,6 +301,9 @@ class Reconciler:
         self.metrics.leader.set(0)
         self.metrics.missing.clear()
         self.metrics.invalid.clear()
+        self.metrics.upgrade_states.clear()
+        for gauge in (self.metrics.gpu_nodes, self.metrics.missing_nodes, self.metrics.fleet_problems):
+            gauge.set(0)  # a standby's figures must not outweigh the leader's in a max()
         self.fleet = FleetAudit()
         self.reported.clear()
 
