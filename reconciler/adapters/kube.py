@@ -8,10 +8,10 @@ HTTP statuses become typed errors once, here; callers catch NotFound or Conflict
 Everything from outside is checked at this edge (issue 12): the kubeconfig (read as a regular file,
 parsed with yaml_load's limits, checked against api_shapes.KUBECONFIG before the client sees it, and
 any exception of the client's loader one line naming the file; an exec credential plugin gets
-EXEC_TIMEOUT), every answer (at most MAX_BODY bytes, read within the request's total timeout, JSON,
-an object, and of the shape the adapters read: api_shapes), and every list (a continue token sent
-twice, or more than MAX_PAGES pages, is an error). Requests have connect and read timeouts,
-`--request-timeout` as kubectl's; urllib3 retries nothing on its own.
+EXEC_TIMEOUT or --request-timeout), every answer (at most MAX_BODY bytes, read within the request's
+total timeout, JSON, an object, and of the shape the adapters read: api_shapes), and every list (a
+continue token sent twice, or more than MAX_PAGES pages, is an error). Requests have connect and
+read timeouts, `--request-timeout` as kubectl's; urllib3 retries nothing on its own.
 """
 
 from __future__ import annotations
@@ -70,6 +70,11 @@ TIMEOUT = Timeouts()
 # The timeouts of this run's requests: raw() puts them in each, connect() sets them from the options.
 _timeouts = TIMEOUT
 EXEC_TIMEOUT = 15.0  # an exec credential plugin that has not answered by then never will
+
+
+def _exec_timeout() -> float:
+    """An exec credential plugin's time: --request-timeout when given, else EXEC_TIMEOUT."""
+    return _timeouts.read if _timeouts.read is not None and _timeouts != TIMEOUT else EXEC_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -469,12 +474,12 @@ def _timed_exec_provider() -> type:
                     capture_output=True,
                     cwd=self.cwd,
                     env={str(k): str(v) for k, v in self.env.items()},
-                    timeout=EXEC_TIMEOUT,
+                    timeout=_exec_timeout(),
                     check=False,
                 )
             except subprocess.TimeoutExpired:
                 raise ConfigException(
-                    f"exec plugin {command} did not answer within {EXEC_TIMEOUT:g} s"
+                    f"exec plugin {command} did not answer within {_exec_timeout():g} s"
                 ) from None
             except OSError as exc:
                 raise ConfigException(f"exec plugin {command}: {exc.strerror or exc}") from None
