@@ -78,7 +78,7 @@ def read_bytes(path: Path) -> bytes:
 
 
 # How long a change waits for another process changing the same file, and how often it looks again.
-LOCK_WAIT = 10.0
+LOCK_WAIT = 30.0  # fifty adds at once on a loaded 2-core runner finish well inside it
 LOCK_POLL = 0.05
 
 
