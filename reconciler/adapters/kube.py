@@ -511,7 +511,11 @@ class _BoundedPool:
     def __init__(self, pool: Any) -> None:
         self._pool = pool
 
-    def request(self, method: str, url: str, **kwargs: Any) -> _Answer:
+    def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        if _is_watch(url):
+            # A watch is a stream that stays open for minutes: its events must reach the caller as
+            # they come (kube.Stream reads it line by line, under its own timeouts), not at its end.
+            return self._pool.request(method, url, **kwargs)
         kwargs["preload_content"] = False
         kwargs["retries"] = False
         response = self._pool.request(method, url, **kwargs)
@@ -523,6 +527,11 @@ class _BoundedPool:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._pool, name)
+
+
+def _is_watch(url: str) -> bool:
+    query = url.partition("?")[2]
+    return any(part == "watch=true" for part in query.split("&"))
 
 
 @dataclass

@@ -602,10 +602,19 @@ def once(settings: Settings, options: kube.Options) -> int:
     return OK if result.ok else FINDINGS
 
 
+def _log_to_stderr(level: int, layout: str) -> None:
+    """gpudrv's own loggers to stderr. Not the root logger: the CLI keeps libraries' logs off the
+    terminal with a handler there, and basicConfig would then do nothing."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(layout))
+    ours = logging.getLogger("gpudrv")
+    ours.setLevel(level)
+    ours.addHandler(handler)
+    ours.propagate = False
+
+
 def run(settings: Settings, options: kube.Options) -> int:
-    logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    _log_to_stderr(logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     if (problem := settings.timing.problem()) is not None:
         raise GpudrvError(problem)
     if (problem := settings.source.credentials.problem(settings.source.url)) is not None:
@@ -616,7 +625,5 @@ def run(settings: Settings, options: kube.Options) -> int:
 def run_once(settings: Settings, options: kube.Options) -> int:
     if (problem := settings.source.credentials.problem(settings.source.url)) is not None:
         raise GpudrvError(problem)
-    logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s"
-    )
+    _log_to_stderr(logging.WARNING, "%(levelname)s %(name)s: %(message)s")
     return once(settings, options)
