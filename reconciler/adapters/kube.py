@@ -748,3 +748,12 @@ def authentication(gateway: Gateway) -> Any:
     from kubernetes.client import AuthenticationV1Api
 
     return AuthenticationV1Api(gateway.api_client)
+
+
+def streaming(gateway: Gateway) -> Gateway:
+    """A gateway for watches: a client of its own on the same configuration, whose answers are read
+    as they arrive. (A pool that reads each answer whole, with a total time limit, suits every other
+    request; a watch's answer lasts minutes and each line of it is news.)"""
+    from kubernetes.client import ApiClient
+
+    return Gateway(ApiClient(configuration=gateway.api_client.configuration), gateway.host)

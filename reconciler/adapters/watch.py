@@ -58,8 +58,11 @@ class NodeWatch:
         post: Callable[[Listed | Changed | Deleted], None],
         on_restart: Callable[[str], None] = lambda reason: None,
         selector: str = SELECTOR,
+        streams: kube.Gateway | None = None,
     ) -> None:
+        """`gateway` lists; `streams` (default: kube.streaming(gateway)) watches."""
         self.gateway, self.post, self.on_restart, self.selector = gateway, post, on_restart, selector
+        self.streams = streams or kube.streaming(gateway)
         self.stopping = threading.Event()
         self.stream: kube.Stream | None = None
         self.thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
@@ -141,10 +144,10 @@ class NodeWatch:
 
     def _watch(self, version: str) -> tuple[str, bool]:
         """Events until the server ends the watch; the last resourceVersion, and whether any came."""
-        core = self.gateway.core()
+        core = self.streams.core()
         seconds = random.randint(*WATCH_SECONDS)
         self.stream = kube.Stream(
-            self.gateway,
+            self.streams,
             lambda: core.list_node_with_http_info(
                 label_selector=self.selector,
                 watch=True,

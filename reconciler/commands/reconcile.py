@@ -602,19 +602,21 @@ def once(settings: Settings, options: kube.Options) -> int:
     return OK if result.ok else FINDINGS
 
 
-def _log_to_stderr(level: int, layout: str) -> None:
-    """gpudrv's own loggers to stderr. Not the root logger: the CLI keeps libraries' logs off the
-    terminal with a handler there, and basicConfig would then do nothing."""
+def log_to_stderr(level: int, fmt: str) -> None:
+    """gpudrv's own loggers (gpudrv.*) to stderr, one line per record; the root logger and the
+    libraries' loggers are left as the CLI set them (quiet)."""
+    own = logging.getLogger("gpudrv")
+    for handler in own.handlers[:]:
+        own.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter(layout))
-    ours = logging.getLogger("gpudrv")
-    ours.setLevel(level)
-    ours.addHandler(handler)
-    ours.propagate = False
+    handler.setFormatter(logging.Formatter(fmt))
+    own.addHandler(handler)
+    own.setLevel(level)
+    own.propagate = False
 
 
 def run(settings: Settings, options: kube.Options) -> int:
-    _log_to_stderr(logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
+    log_to_stderr(logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     if (problem := settings.timing.problem()) is not None:
         raise GpudrvError(problem)
     if (problem := settings.source.credentials.problem(settings.source.url)) is not None:
@@ -625,5 +627,5 @@ def run(settings: Settings, options: kube.Options) -> int:
 def run_once(settings: Settings, options: kube.Options) -> int:
     if (problem := settings.source.credentials.problem(settings.source.url)) is not None:
         raise GpudrvError(problem)
-    _log_to_stderr(logging.WARNING, "%(levelname)s %(name)s: %(message)s")
+    log_to_stderr(logging.WARNING, "%(levelname)s %(name)s: %(message)s")
     return once(settings, options)

@@ -84,7 +84,7 @@ def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
     gateway.core = lambda: core  # type: ignore[method-assign]
     posted: queue.Queue[Any] = queue.Queue()
     restarts: list[str] = []
-    watcher = watch.NodeWatch(gateway, posted.put, restarts.append).start()
+    watcher = watch.NodeWatch(gateway, posted.put, restarts.append, streams=gateway).start()
     seen = [posted.get(timeout=5) for _ in range(5)]
     watcher.stop()
     assert [type(item).__name__ for item in seen] == ["Listed", "Changed", "Changed", "Deleted", "Listed"]
@@ -106,7 +106,7 @@ def test_errors_back_off_and_the_watch_keeps_trying(monkeypatch: pytest.MonkeyPa
     gateway = kube.Gateway(None, HOST)
     gateway.core = lambda: core  # type: ignore[method-assign]
     posted: queue.Queue[Any] = queue.Queue()
-    watcher = watch.NodeWatch(gateway, posted.put).start()
+    watcher = watch.NodeWatch(gateway, posted.put, streams=gateway).start()
     assert isinstance(posted.get(timeout=5), watch.Listed)
     watcher.stop()
     assert delays[:2] == [1, 2]

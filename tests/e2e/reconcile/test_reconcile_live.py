@@ -218,7 +218,8 @@ def test_killing_the_leader_hands_over_to_the_standby_within_the_lease(
     a.process.wait(10)
     took = wait_until("replica-b leading", b.leading, 15, [b])
     print(f"leader killed -> standby leading: {took:.2f}s (lease duration 4s, retry period 1s)")
-    assert took <= 4 + 1.2 + 1.0  # the lease duration, one (jittered) retry period, a second of slack
+    # The lease duration, one (jittered) retry period, and slack for a loaded 2-core machine.
+    assert took <= 4 + 1.2 + 2.0
     assert lease_holder(deployed.kube, deployed.namespace) == "replica-b"
 
     # And it acts: a node joining is reported by the new leader.
