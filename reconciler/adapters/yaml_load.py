@@ -26,7 +26,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import yaml
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, StreamMark
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -38,8 +37,6 @@ _CORE = "tag:yaml.org,2002:"
 ALLOWED_TAGS = frozenset(
     _CORE + name for name in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp", "merge")
 )
-# libyaml when it is there (PyYAML's wheels have it); PyYAML's own parser otherwise.
-_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class Problem(Exception):
@@ -56,10 +53,13 @@ def documents(text: str, version: tuple[int, int] | None = None) -> Iterator[Any
     `version`: the YAML version of documents without a %YAML directive (None: 1.2)."""
     reader = YAML(typ="rt")
     construct = reader.constructor.construct_document
+    import yaml  # here: commands that read no YAML do not pay for it
+
     shielded, restore = _shield(text)
-    parser = _LOADER(shielded)
+    # libyaml when it is there (PyYAML's wheels have it); PyYAML's own parser otherwise.
+    parser = getattr(yaml, "CSafeLoader", yaml.SafeLoader)(shielded)
     try:
-        for root in _Composer(reader, restore, version).nodes(parser):
+        for root in _Composer(yaml, reader, restore, version).nodes(parser):
             yield _construct(construct, root)
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow, such as NUL
         line = text.count("\n", 0, max(exc.position, 0)) + 1
@@ -95,6 +95,7 @@ class _Open:
 
 @dataclass
 class _Composer:
+    yaml: Any  # PyYAML, imported by documents()
     loader: YAML  # its resolver and constructor follow its `version`: a document's %YAML directive
     restore: dict[int, int] | None  # str.translate table undoing _shield, None if nothing was shielded
     default_version: tuple[int, int] | None  # of a document without a %YAML directive (None: 1.2)
@@ -111,27 +112,27 @@ class _Composer:
         while True:
             event = self._next(parser)
             kind = type(event)
-            if kind is yaml.StreamEndEvent:
+            if kind is self.yaml.StreamEndEvent:
                 return
-            if kind is yaml.DocumentStartEvent:
+            if kind is self.yaml.DocumentStartEvent:
                 self.anchors, self.sizes, self.added, root = {}, {}, 0, None
                 self._version(event)
-            elif kind is yaml.DocumentEndEvent:
+            elif kind is self.yaml.DocumentEndEvent:
                 if root is not None:
                     yield root
-            elif kind in (yaml.SequenceStartEvent, yaml.MappingStartEvent):
+            elif kind in (self.yaml.SequenceStartEvent, self.yaml.MappingStartEvent):
                 if len(stack) >= MAX_DEPTH:
                     raise Problem(f"YAML nested deeper than {MAX_DEPTH} levels", self._line(event.start_mark))
                 stack.append(_Open(self._collection(event)))
-            elif kind in (yaml.SequenceEndEvent, yaml.MappingEndEvent):
+            elif kind in (self.yaml.SequenceEndEvent, self.yaml.MappingEndEvent):
                 done = stack.pop()
                 done.node.end_mark = self._mark(event.end_mark)
                 if done.node.anchor is not None:
                     self.sizes[done.node.anchor] = done.size
                 root = self._attach(stack, done.node, done.size) or root
-            elif kind is yaml.ScalarEvent:
+            elif kind is self.yaml.ScalarEvent:
                 root = self._attach(stack, self._scalar(event), 1) or root
-            elif kind is yaml.AliasEvent:
+            elif kind is self.yaml.AliasEvent:
                 node, size = self._alias(event)
                 root = self._attach(stack, node, size) or root
 
@@ -166,12 +167,12 @@ class _Composer:
     def _next(self, parser: Any) -> Any:
         try:
             return parser.get_event()
-        except yaml.MarkedYAMLError as exc:
+        except self.yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark or exc.context_mark
             raise Problem(f"invalid YAML: {exc.problem or exc.context}", self._line(mark)) from None
-        except yaml.reader.ReaderError:
+        except self.yaml.reader.ReaderError:
             raise  # documents() knows the text, to name the line
-        except yaml.YAMLError as exc:
+        except self.yaml.YAMLError as exc:
             raise Problem(f"invalid YAML: {_first_line(str(exc))}", None) from None
 
     def _attach(self, stack: list[_Open], node: Node, size: int) -> Node | None:
@@ -199,7 +200,7 @@ class _Composer:
         return node
 
     def _collection(self, event: Any) -> MappingNode | SequenceNode:
-        kind = SequenceNode if type(event) is yaml.SequenceStartEvent else MappingNode
+        kind = SequenceNode if type(event) is self.yaml.SequenceStartEvent else MappingNode
         node = kind(
             self._tag(event, kind, None), [], self._mark(event.start_mark), None, flow_style=event.flow_style
         )
