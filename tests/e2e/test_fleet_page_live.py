@@ -85,7 +85,7 @@ def test_audit_workflow_makes_the_page_and_links_it(
         "audit.yml",
         folder,
         tmp_path / "runner-link",
-        {"steps.upload-page.outputs.artifact-url": url},
+        {**contexts, "steps.upload-page.outputs.artifact-url": url},  # every step's expressions resolve
         only="GITHUB_STEP_SUMMARY",
     ).values()
     assert link.code == 0, link.stderr
