@@ -279,6 +279,14 @@ def manifest_cases() -> Iterator[Case]:
         for command, argv in MANIFEST_COMMANDS.items():
             yield Case(f"manifest-{name}-{command}", argv, prepare, codes, limit=20.0)
 
+    def ten_thousand(space: Workspace) -> None:
+        text = (space.root / NODE_FILE).read_text()
+        for index in range(10_000):
+            space.write(f"clusters/lab/many/n{index}.yaml", text.replace("lab-node-0", f"many-{index}"))
+
+    # The hang: explain over 10,000 manifest files took over 30 s (a set rebuilt per node).
+    yield Case("manifest-10000-files-explain", MANIFEST_COMMANDS["explain"], ten_thousand, ANY, limit=60.0)
+
 
 # --- the matrix -----------------------------------------------------------------------------------------
 
