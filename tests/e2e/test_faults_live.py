@@ -27,7 +27,7 @@ from tests.conftest import gpudrv_command, gpudrv_env
 from tests.e2e import faults
 from tests.e2e.conftest import Kube
 from tests.e2e.faults import Exchange, Proxy
-from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab
+from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab, scoped
 from tests.e2e.test_upgrade_live import PINNED, PINNED_PDB, merged_upgrade
 
 NODE = "lab-node-1"
@@ -44,7 +44,7 @@ class Faulty:
     def start(self, *args: str, direct: bool = False) -> subprocess.Popen[str]:
         env = self.lab.kube.env if direct else {"KUBECONFIG": str(self.kubeconfig)}
         return subprocess.Popen(
-            [*gpudrv_command(), *args],
+            [*gpudrv_command(), *scoped(args)],
             cwd=self.lab.root,
             env=gpudrv_env(env),
             stdout=subprocess.PIPE,
