@@ -139,6 +139,11 @@ class Exchange:
     body: Any
     status: int = 0
     at: float = field(default_factory=time.monotonic)
+    answered: float | None = None  # when the API server's answer came (monotonic)
+
+    @property
+    def waited(self) -> float | None:
+        return None if self.answered is None else self.answered - self.at
 
     @property
     def ok(self) -> bool:
@@ -195,7 +200,7 @@ class Proxy:
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                exchange.status = status
+                exchange.status, exchange.answered = status, time.monotonic()
                 if proxy.after is not None:
                     proxy.after(exchange)
                 with contextlib.suppress(OSError):  # gpudrv may have been killed by the hook
