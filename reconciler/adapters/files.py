@@ -58,14 +58,18 @@ def read_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise GpudrvError(f"{path}: cannot read: {exc.strerror}") from None
     try:
-        mode = os.fstat(fd).st_mode
+        info = os.fstat(fd)
+        mode = info.st_mode
         if stat.S_ISDIR(mode):
             raise GpudrvError(f"{path}: is a directory, not a file")
         if not stat.S_ISREG(mode):
             kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
             raise GpudrvError(f"{path}: is {kind}, not a regular file")
+        # Its size now, and one byte more to see it grow past the limit (not a 64 MiB buffer each time).
         with os.fdopen(os.dup(fd), "rb") as handle:
-            data = handle.read(MAX_INPUT_BYTES + 1)
+            data = handle.read(min(info.st_size, MAX_INPUT_BYTES) + 1)
+            while len(data) <= MAX_INPUT_BYTES and (more := handle.read(64 * 1024)):
+                data += more
     except OSError as exc:
         raise GpudrvError(f"{path}: cannot read: {exc.strerror}") from None
     finally:

@@ -125,6 +125,11 @@ def pause_etcd(seconds: float) -> Outage:
 # --- the recording proxy -------------------------------------------------------------------------------
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client killed in the middle of a request (the point of some tests) is no error here."""
+
+
 @dataclass
 class Exchange:
     """One request gpudrv sent and what the API server answered (status 0: no answer)."""
@@ -134,6 +139,11 @@ class Exchange:
     body: Any
     status: int = 0
     at: float = field(default_factory=time.monotonic)
+    answered: float | None = None  # when the API server's answer came (monotonic)
+
+    @property
+    def waited(self) -> float | None:
+        return None if self.answered is None else self.answered - self.at
 
     @property
     def ok(self) -> bool:
@@ -190,7 +200,7 @@ class Proxy:
                     with contextlib.suppress(OSError):
                         self.connection.shutdown(socket.SHUT_RDWR)
                     return
-                exchange.status = status
+                exchange.status, exchange.answered = status, time.monotonic()
                 if proxy.after is not None:
                     proxy.after(exchange)
                 with contextlib.suppress(OSError):  # gpudrv may have been killed by the hook
@@ -204,7 +214,7 @@ class Proxy:
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _forward
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = _Server(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()

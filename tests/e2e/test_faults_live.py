@@ -27,7 +27,7 @@ from tests.conftest import gpudrv_command, gpudrv_env
 from tests.e2e import faults
 from tests.e2e.conftest import Kube
 from tests.e2e.faults import Exchange, Proxy
-from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab
+from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab, scoped
 from tests.e2e.test_upgrade_live import PINNED, PINNED_PDB, merged_upgrade
 
 NODE = "lab-node-1"
@@ -44,7 +44,7 @@ class Faulty:
     def start(self, *args: str, direct: bool = False) -> subprocess.Popen[str]:
         env = self.lab.kube.env if direct else {"KUBECONFIG": str(self.kubeconfig)}
         return subprocess.Popen(
-            [*gpudrv_command(), *args],
+            [*gpudrv_command(), *scoped(args)],
             cwd=self.lab.root,
             env=gpudrv_env(env),
             stdout=subprocess.PIPE,
@@ -369,25 +369,39 @@ def test_apiserver_restart_in_the_middle_of_a_rollout(faulty: Faulty) -> None:
     )
 
 
-def test_etcd_paused_for_ten_seconds_in_the_middle_of_a_drain(faulty: Faulty) -> None:
+def test_etcd_paused_for_ten_seconds_in_the_middle_of_an_upgrade(faulty: Faulty) -> None:
+    """etcd stops (SIGSTOP) for 10 s right after the node is cordoned: gpudrv's next requests stall at
+    the API server until etcd is back, and the upgrade goes on, each step once."""
     lab, proxy = faulty.lab, faulty.proxy
+    merged_upgrade(lab, min_available=3)
+    paused: list[faults.Outage] = []
+    began = threading.Event()
+
+    def pause_after_cordon(exchange: Exchange) -> None:
+        labels = ((exchange.node_patch(NODE) or {}).get("metadata") or {}).get("labels") or {}
+        if exchange.ok and labels.get(STATE_LABEL) == "pod-deletion-required" and not began.is_set():
+            began.set()
+            threading.Thread(target=lambda: paused.append(faults.pause_etcd(10)), daemon=True).start()
+
+    proxy.after = pause_after_cordon
     mark = proxy.mark()
-    process = stuck_in_drain(faulty)
-    pause = faults.pause_etcd(10)
-    let_the_drain_through(lab)
-    out, _ = process.communicate(timeout=300)
-    assert process.returncode == 0, out
-    writes = Writes.of(proxy.since(mark))
-    writes.assert_each_step_once()
+    done = faulty.apply()
+    proxy.after = None
+    assert done.returncode == 0, done.stdout
+    assert began.is_set() and paused, done.stdout
+    Writes.of(proxy.since(mark)).assert_each_step_once()
     assert_left_clean(lab)
+    pause = paused[0]
     during = [e for e in proxy.since(mark) if pause.began <= e.at <= pause.ended]
+    waits = [e.waited for e in during if e.waited is not None]
     report(
-        "etcd-paused-10s-mid-drain",
+        "etcd-paused-10s-mid-upgrade",
         {
             "paused_s": round(pause.seconds, 1),
-            "requests_during_pause": len(during),
+            "requests_sent_during_pause": len(during),
+            "longest_wait_for_an_answer_s": round(max(waits), 1) if waits else None,
             "answered_5xx_or_none": sum(1 for e in during if not e.status or e.status >= 500),
-            "gpudrv_noticed": out.count("waiting for the cluster"),
+            "gpudrv_noticed": done.stdout.count("waiting for the cluster"),
         },
     )
 
