@@ -66,15 +66,17 @@ class Outage:
         return self.ended - self.began
 
 
-def restart_apiserver(timeout: float = 120) -> Outage:
+def restart_apiserver(timeout: float = 120, grace: float = 5) -> Outage:
     """SIGTERM kube-apiserver, start it again with the same command line (scripts/cluster's), and wait
-    until it is ready; state.json gets the new pid, so `scripts/cluster status` and `down` know it."""
+    until it is ready; state.json gets the new pid, so `scripts/cluster status` and `down` know it.
+    It stops listening at once but can linger for 30 s before it exits: after `grace` seconds it is
+    killed, as a crashed server would be."""
     state = _state()
     pid = int(state["pids"]["kube-apiserver"])
     argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:-1]
     began = time.monotonic()
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + grace
     while Path(f"/proc/{pid}").exists() and _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     if _alive(pid):

@@ -739,7 +739,8 @@ ARGUMENTS: dict[str, tuple[str, ...]] = {
     "add-usage": ("matrix", "add", "550"),
     "unknown-verb": ("matrix", "frobnicate"),
     "history-with-from": ("matrix", "history", "--from", "x"),
-    "report-with-from": ("report", "--from", "clusters/lab"),
+    "report-from-and-kubeconfig": ("report", "--from", "clusters/lab", "--kubeconfig", "k"),
+    "report-bad-output": ("report", "--from", "clusters/lab", "-o", HOSTILE),
     "no-cluster": ("audit",),
 }
 
