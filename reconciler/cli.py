@@ -27,10 +27,12 @@ from reconciler.commands import (
     manifest_check,
     matrix,
     registry,
+    rollout,
     status,
     tag,
 )
 from reconciler.commands import plan as upgrade_plan
+from reconciler.core.supervise import Stages
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
@@ -410,7 +412,26 @@ def _add_upgrade_commands(
         type=args_.seconds,
         default=600.0,
         metavar="D",
-        help="installer=wait: how long (default 10m)",
+        help="installer=wait: how long (default 10m); with the GPU Operator: per batch",
+    )
+    staged = apply_cmd.add_argument_group("with the GPU Operator's driver resources in DIR")
+    staged.add_argument(
+        "--canary",
+        type=args_.positive,
+        default=1,
+        metavar="N",
+        help="nodes the operator takes first (default 1)",
+    )
+    staged.add_argument(
+        "--batch",
+        type=args_.positive,
+        default=None,
+        metavar="N",
+        help="nodes released per batch after the canary (default: all the rest; the operator's "
+        "maxParallelUpgrades and maxUnavailable still pace them)",
+    )
+    staged.add_argument(
+        "--release", action="store_true", help="remove every skip label gpudrv set, and stop staging"
     )
     apply_cmd.set_defaults(handler=_apply)
 
@@ -470,6 +491,19 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    if rollout.wanted(args_.desired(args)):
+        staged = rollout.Settings(
+            from_dir=args_.desired(args),
+            matrix=args.matrix,
+            merged_ref=args.merged_ref,
+            dry_run=args.dry_run,
+            stages=Stages(args.canary, args.batch or 0),
+            timeout=args.timeout,
+            selector=args.selector,
+            operator_version=args.operator_version,
+            release=args.release,
+        )
+        return rollout.run(staged, _options(args))
     settings = apply.Settings(
         from_dir=args_.desired(args),
         matrix=args.matrix,

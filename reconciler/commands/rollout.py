@@ -1,0 +1,289 @@
+"""`gpudrv apply --from DIR` on a GPU Operator fleet: gate, stage and watch the operator's own upgrade.
+
+gpudrv never writes the upgrade-state label here: the operator's upgrade controller owns it. In order:
+the image gate on the merged ref for every node the desired resources would move, the budget
+preflight for the canary, the holds (the operator's skip label, marked as gpudrv's), the driver
+resources applied from git (server-side apply, field manager gpudrv), then the operator's states
+watched node by node, each stall explained, the held nodes released batch by batch, and a final
+audit. Killed at any moment and run again, it goes on from the live states and its own holds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import kube, operator_fleet
+from reconciler.adapters import operator as operator_files
+from reconciler.adapters.fleet import Fleet
+from reconciler.commands import FINDINGS, OK
+from reconciler.commands import upgrades as up
+from reconciler.core import audit, supervise
+from reconciler.core.label_selector import LabelSelector
+from reconciler.core.operator import Contract, DriverResource, Kind
+from reconciler.core.supervise import HELD, SKIP, NodeFacts, Stages, Step
+from reconciler.core.upgrade import Images, image_gate
+from reconciler.errors import GpudrvError
+
+POLL_SECONDS = 2.0
+STALL_SECONDS = 15.0  # a node this long in one state gets its stall explained
+RECONNECT_SECONDS = 180.0
+
+
+@dataclass(frozen=True)
+class Settings:
+    from_dir: Path
+    matrix: Path
+    merged_ref: str | None = None
+    dry_run: bool = False
+    stages: Stages = field(default_factory=Stages)
+    timeout: float = 600.0  # per batch
+    selector: LabelSelector | None = None
+    operator_version: str | None = None
+    release: bool = False
+
+
+def wanted(from_dir: Path) -> bool:
+    """Does DIR declare the GPU Operator's driver resources (operator mode)?"""
+    return bool(operator_files.load_resources(from_dir))
+
+
+def run(settings: Settings, options: kube.Options) -> int:
+    declared = operator_files.load_resources(settings.from_dir)
+    images = up.load_images(settings.matrix, settings.merged_ref)
+    fleet = up.connect(options)
+    if settings.release:
+        return _release_all(fleet, settings)
+    version = settings.operator_version or operator_files.live_operator_version(fleet.gateway)
+    contract = operator_files.offline_contract(settings.from_dir, version)
+    rules = _policy(fleet, contract)
+    rollout = Rollout(fleet, contract, images, rules, settings)
+    facts = rollout.read()
+    if not _gate(facts, images):
+        print("nothing was changed")
+        return FINDINGS
+    step = supervise.first_step(facts, settings.stages)
+    if step.finished:
+        print(f"every node the driver resources select already runs its image ({len(facts)} node(s))")
+        if not settings.dry_run:
+            _apply_resources(fleet, declared)
+        return rollout.final_audit()
+    refusals = rollout.preflight(step.in_flight, facts)
+    if refusals:
+        for line in refusals:
+            print(f"budget: {line}")
+        print("the canary's drain would be refused: nothing was changed")
+        return FINDINGS
+    if settings.dry_run:
+        _show_plan(step, facts, declared)
+        print("dry run: nothing was changed")
+        return OK
+    fleet.gateway.patience = RECONNECT_SECONDS
+    fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
+    rollout.hold(step.hold)
+    _apply_resources(fleet, declared)
+    return rollout.watch()
+
+
+def _policy(fleet: Fleet, contract: Contract) -> supervise.Policy:
+    """The upgrade policy the operator will follow: the ClusterPolicy in git, else the live one."""
+    policies = [item for item in contract.resources if item.kind is Kind.CLUSTER_POLICY]
+    if not policies:
+        policies = [
+            item for item in operator_files.live_resources(fleet.gateway) if item.kind is Kind.CLUSTER_POLICY
+        ]
+    if not policies:
+        raise GpudrvError("no ClusterPolicy in DIR or in the cluster: the operator has no upgrade policy")
+    rules = supervise.policy(policies[0].upgrade_policy)
+    if not rules.auto_upgrade:
+        raise GpudrvError(
+            f"{policies[0].where}: spec.driver.upgradePolicy.autoUpgrade is not true, so the operator's "
+            "upgrade controller rolls nothing out (it removes the state labels); set it to stage a rollout"
+        )
+    return rules
+
+
+def _gate(facts: list[NodeFacts], images: Images) -> bool:
+    ok = True
+    for node in supervise.moving(facts):
+        if node.want_tag is None:
+            print(f"{node.name}: image gate: no image tag for the node")
+            ok = False
+            continue
+        gate = image_gate(node.want_tag, images)
+        if not gate.ok:
+            print(f"{node.name}: image gate: {gate.detail}")
+            ok = False
+    return ok
+
+
+def _apply_resources(fleet: Fleet, declared: list[DriverResource]) -> None:
+    for item in declared:
+        operator_fleet.apply_resource(fleet.gateway, item)
+        print(f"applied {item.ref} (server-side apply, field manager gpudrv)", flush=True)
+
+
+def _show_plan(step: Step, facts: list[NodeFacts], declared: list[DriverResource]) -> None:
+    for item in declared:
+        print(f"would apply {item.ref} (version {item.version or '-'})")
+    by_name = {node.name: node for node in facts}
+    for name in step.in_flight:
+        print(f"canary: {name} -> {by_name[name].want_image}")
+    for name in step.hold:
+        print(f"would hold: {name} -> {by_name[name].want_image} (skip label until the canary is done)")
+
+
+def _release_all(fleet: Fleet, settings: Settings) -> int:
+    held = [
+        live.node.name
+        for live in fleet.gpu_nodes(settings.selector)
+        if live.node.labels.get(SKIP) == "true" and HELD in live.annotations
+    ]
+    for name in held:
+        fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
+        print(f"{name}: released (gpudrv's skip label removed)")
+    print(f"released {len(held)} node(s) gpudrv held; the operator upgrades them now")
+    return OK
+
+
+class Rollout:
+    def __init__(
+        self, fleet: Fleet, contract: Contract, images: Images, rules: supervise.Policy, settings: Settings
+    ) -> None:
+        self.fleet, self.contract, self.images, self.rules, self.settings = (
+            fleet,
+            contract,
+            images,
+            rules,
+            settings,
+        )
+        self.tracker = supervise.Tracker()
+        self.budgets: list[Any] = []
+
+    def read(self) -> list[NodeFacts]:
+        """One consistent look at every GPU node the desired resources select."""
+        gateway = self.fleet.gateway
+        live = self.fleet.gpu_nodes(self.settings.selector)
+        found = operator_files.wants(self.contract, [item.node for item in live])
+        by_name = {item.node.name: item for item in live}
+        drivers = operator_fleet.driver_pods(gateway)
+        validators = operator_fleet.validator_pods(gateway)
+        selected = [want for want in found.wants if want.resource is not None]
+        busy = [
+            want.node.name
+            for want in selected
+            if supervise.state_of(want.node.labels) not in ("", supervise.OperatorState.DONE)
+        ]
+        events = operator_fleet.upgrade_events(gateway) if busy else {}
+        facts = []
+        for want in selected:
+            name = want.node.name
+            validator = validators.get(name)
+            facts.append(
+                NodeFacts(
+                    name=name,
+                    labels=want.node.labels,
+                    annotations=by_name[name].annotations,
+                    unschedulable=by_name[name].unschedulable,
+                    want_image=want.image,
+                    want_tag=want.tag,
+                    driver=drivers.get(name),
+                    validator=validator[0] if validator else None,
+                    validator_ready=validator[1] if validator else False,
+                    pods=tuple(self.fleet.pods_on(name)) if name in busy else (),
+                    events=tuple(events.get(name, ())),
+                )
+            )
+        return facts
+
+    def preflight(self, names: tuple[str, ...], facts: list[NodeFacts]) -> list[str]:
+        """The budgets that would refuse the evictions of these nodes' pods, all together, now."""
+        if not names:
+            return []
+        pods = [pod for name in names for pod in self.fleet.pods_on(name)]
+        evicted = supervise.evicted(pods, self.rules)
+        if not evicted:
+            return []
+        return supervise.budget_refusals(evicted, self.fleet.budgets())
+
+    def hold(self, names: tuple[str, ...]) -> None:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        for name in names:
+            self.fleet.patch_node(name, labels={SKIP: "true"}, annotations={HELD: f"rollout since {stamp}"})
+        if names:
+            print(f"held {len(names)} node(s) with {SKIP}=true until the canary is done: {', '.join(names)}")
+
+    def release(self, names: tuple[str, ...]) -> None:
+        for name in names:
+            self.fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
+        print(f"released {len(names)} node(s) to the operator: {', '.join(names)}", flush=True)
+
+    def watch(self) -> int:
+        started = time.monotonic()
+        refused_said: list[str] = []
+        while True:
+            facts = self.read()
+            now = time.monotonic()
+            for line in self.tracker.transitions(facts, now):
+                print(line, flush=True)
+            step = supervise.next_step(facts, self.settings.stages)
+            if step.finished:
+                return self.final_audit()
+            if step.failed:
+                self._say_stalls(facts, now, after=0.0)
+                held = [node.name for node in facts if node.held]
+                print(
+                    f"upgrade failed on {', '.join(step.failed)}; {len(held)} node(s) stay held by gpudrv so "
+                    "the operator takes no more: fix the cause and run gpudrv apply again, or "
+                    "gpudrv apply --release to hand them to the operator"
+                )
+                return FINDINGS
+            if step.release:
+                refusals = self.preflight(step.release, facts)
+                if refusals:
+                    if refusals != refused_said:
+                        refused_said = refusals
+                        for line in refusals:
+                            print(f"next batch waits: {line}", flush=True)
+                else:
+                    self.release(step.release)
+                    started, refused_said = time.monotonic(), []
+                    continue
+            self._say_stalls(facts, now, after=STALL_SECONDS)
+            if now - started > self.settings.timeout:
+                self._say_stalls(facts, now, after=0.0)
+                waited_for = ", ".join(step.in_flight) or "the next batch"
+                print(
+                    f"timed out after {self.settings.timeout:.0f}s waiting for {waited_for}; "
+                    "gpudrv's holds stay: run gpudrv apply again to go on"
+                )
+                return FINDINGS
+            time.sleep(POLL_SECONDS)
+
+    def _say_stalls(self, facts: list[NodeFacts], now: float, after: float) -> None:
+        waiting = [node for node in facts if not node.done and not node.held]
+        if not waiting:
+            return
+        if any(node.state in _EVICTING for node in waiting):
+            self.budgets = self.fleet.budgets()
+        context = supervise.Context(self.rules, self.budgets, self.images.merged, self.images.path)
+        for line in self.tracker.stalls(waiting, context, now, after):
+            print(line, flush=True)
+
+    def final_audit(self) -> int:
+        live = [item.node for item in self.fleet.gpu_nodes(self.settings.selector)]
+        found = operator_files.wants(self.contract, live)
+        result = audit.audit_wants(found, self.images.working)
+        print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
+        return OK if result.ok else FINDINGS
+
+
+_EVICTING = frozenset(
+    {
+        supervise.OperatorState.POD_DELETION,
+        supervise.OperatorState.DRAIN,
+        supervise.OperatorState.FAILED,
+    }
+)
