@@ -196,6 +196,8 @@ spec:
     assert after.stdout.startswith("Job ml/cuda13 fits pool-ubuntu-0, pool-ubuntu-1\n"), after.stdout
 
 
-def test_apply_refuses_to_fight_the_operator(lab: Path) -> None:
+def test_apply_on_an_operator_fleet_stages_the_operator_and_reads_the_merged_matrix_first(lab: Path) -> None:
+    """The operator's resources in DIR make apply the staged rollout (tests/e2e/test_gpu_operator.py
+    runs it against the operator); its image gate reads the matrix on the merged ref before any request."""
     result = run_main("apply", "--from", POOLS, "--matrix", MATRIX, cwd=lab)
-    one_line_error(result, "declares the GPU Operator's", "upgrade controller", "gpudrv plan")
+    one_line_error(result, "matrix/gpu-operator.csv", "not inside a git repository")
