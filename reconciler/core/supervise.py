@@ -27,6 +27,7 @@ STATE = "nvidia.com/gpu-driver-upgrade-state"
 DRAIN_SKIP = "nvidia.com/gpu-driver-upgrade-drain.skip"
 DRIVER_APP = "nvidia-driver-daemonset"  # upgrade_controller.go: DriverLabelValue
 VALIDATOR_APP = "nvidia-operator-validator"  # main.go: WithValidationEnabled("app=nvidia-operator-validator")
+VALIDATION_TIMEOUT = 600  # validation_manager.go: validationTimeoutSeconds, not configurable
 EVENT_REASON = "GPUDriverUpgrade"  # util.go GetEventReason: upper(driver name) + "DriverUpgrade"
 
 
@@ -354,7 +355,10 @@ def _validator_stall(node: NodeFacts, context: Context) -> str:
     if node.validator is None:
         return f"no validator pod (app={VALIDATOR_APP}) on the node"
     if not node.validator_ready:
-        return f"validator pod {node.validator.ref} is not Ready"
+        return (
+            f"validator pod {node.validator.ref} is not Ready; the operator fails the node after "
+            f"{VALIDATION_TIMEOUT}s of this"
+        )
     return "validator pod Ready; waiting for the operator to move on"
 
 

@@ -187,7 +187,8 @@ def test_validation_waits_are_named() -> None:
     validator = Pod("gpu-operator", "nvidia-operator-validator-x", owner_kind="DaemonSet")
     waiting = node("a", "validation-required", image=NEW, validator=validator, validator_ready=False)
     assert supervise.stall(waiting, context()) == (
-        "validator pod gpu-operator/nvidia-operator-validator-x is not Ready"
+        "validator pod gpu-operator/nvidia-operator-validator-x is not Ready; "
+        "the operator fails the node after 600s of this"
     )
     missing = node("a", "validation-required", image=NEW)
     assert (
