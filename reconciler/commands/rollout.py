@@ -10,6 +10,7 @@ audit. Killed at any moment and run again, it goes on from the live states and i
 
 from __future__ import annotations
 
+import queue
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +18,8 @@ from typing import Any
 
 from reconciler.adapters import kube, operator_fleet
 from reconciler.adapters import operator as operator_files
+from reconciler.adapters import watch as node_watch
+from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
@@ -24,6 +27,7 @@ from reconciler.core import audit, supervise
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind
 from reconciler.core.supervise import HELD, SKIP, NodeFacts, Stages, Step
+from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import Images, image_gate
 from reconciler.errors import GpudrvError
 
@@ -221,13 +225,28 @@ class Rollout:
         print(f"released {len(names)} node(s) to the operator: {', '.join(names)}", flush=True)
 
     def watch(self) -> int:
+        """Until every moving node is done, one failed, or a batch times out. The node watch alone
+        reports transitions, in the order the API server made them (the operator can pass a state in
+        less than a poll, and a read may be older than the last event); a read every POLL_SECONDS
+        decides releases and stalls."""
+        events: queue.Queue[node_watch.Listed | node_watch.Changed | node_watch.Deleted] = queue.Queue()
+        selector = label_selector(f"{GPU_PRESENT}=true", self.settings.selector)
+        watcher = node_watch.NodeWatch(self.fleet.gateway, events.put, selector=selector).start()
+        try:
+            return self._follow(events)
+        finally:
+            watcher.stop()
+
+    def _follow(
+        self, events: queue.Queue[node_watch.Listed | node_watch.Changed | node_watch.Deleted]
+    ) -> int:
         started = time.monotonic()
         refused_said: list[str] = []
+        facts = self.read()
+        self._found(facts)
         while True:
-            facts = self.read()
+            self._drain(events)
             now = time.monotonic()
-            for line in self.tracker.transitions(facts, now):
-                print(line, flush=True)
             step = supervise.next_step(facts, self.settings.stages)
             if step.finished:
                 return self.final_audit()
@@ -242,15 +261,15 @@ class Rollout:
                 return FINDINGS
             if step.release:
                 refusals = self.preflight(step.release, facts)
-                if refusals:
-                    if refusals != refused_said:
-                        refused_said = refusals
-                        for line in refusals:
-                            print(f"next batch waits: {line}", flush=True)
-                else:
+                if not refusals:
                     self.release(step.release)
                     started, refused_said = time.monotonic(), []
+                    facts = self.read()
                     continue
+                if refusals != refused_said:
+                    refused_said = refusals
+                    for line in refusals:
+                        print(f"next batch waits: {line}", flush=True)
             self._say_stalls(facts, now, after=STALL_SECONDS)
             if now - started > self.settings.timeout:
                 self._say_stalls(facts, now, after=0.0)
@@ -260,7 +279,38 @@ class Rollout:
                     "gpudrv's holds stay: run gpudrv apply again to go on"
                 )
                 return FINDINGS
-            time.sleep(POLL_SECONDS)
+            self._drain(events, wait=POLL_SECONDS)
+            facts = self.read()
+
+    def _found(self, facts: list[NodeFacts]) -> None:
+        """Where the rollout finds the nodes: said for those an upgrade is under way on."""
+        now = time.monotonic()
+        for node in facts:
+            self.tracker.observe(node.name, node.state, now)
+            if node.state not in ("", supervise.OperatorState.DONE, supervise.OperatorState.REQUIRED):
+                print(f"{node.name}: at {node.state}", flush=True)
+
+    def _drain(
+        self,
+        events: queue.Queue[node_watch.Listed | node_watch.Changed | node_watch.Deleted],
+        wait: float = 0.0,
+    ) -> None:
+        """Print the transitions the watch has seen; with `wait`, for that long."""
+        deadline = time.monotonic() + wait
+        while True:
+            timeout = deadline - time.monotonic()
+            try:
+                event = events.get(timeout=timeout) if timeout > 0 else events.get_nowait()
+            except queue.Empty:
+                return
+            nodes = [event.node] if isinstance(event, node_watch.Changed) else []
+            if isinstance(event, node_watch.Listed):
+                nodes = event.nodes
+            for item in nodes:
+                if item.name in self.tracker.states:
+                    line = self.tracker.observe(item.name, supervise.state_of(item.labels), time.monotonic())
+                    if line:
+                        print(line, flush=True)
 
     def _say_stalls(self, facts: list[NodeFacts], now: float, after: float) -> None:
         waiting = [node for node in facts if not node.done and not node.held]

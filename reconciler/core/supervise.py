@@ -395,17 +395,19 @@ class Tracker:
     states: dict[str, tuple[str, float]] = field(default_factory=dict)
     said: dict[str, str] = field(default_factory=dict)
 
+    def observe(self, name: str, state: str, now: float) -> str | None:
+        """A node's state as seen now (a watch event or a read): the line for a transition, if any.
+        The first sight of a node is no transition: it is where the rollout found it."""
+        before = self.states.get(name)
+        if before is not None and before[0] == state:
+            return None
+        self.states[name] = (state, now)
+        if before is None:
+            return None
+        return f"{name}: {before[0] or '(none)'} -> {state or '(none)'}"
+
     def transitions(self, nodes: Iterable[NodeFacts], now: float) -> list[str]:
-        lines = []
-        for node in nodes:
-            before = self.states.get(node.name)
-            if before is None or before[0] != node.state:
-                self.states[node.name] = (node.state, now)
-                if before is not None:
-                    lines.append(f"{node.name}: {before[0] or '(none)'} -> {node.state or '(none)'}")
-                else:
-                    lines.append(f"{node.name}: {node.state or '(no state)'}")
-        return lines
+        return [line for node in nodes if (line := self.observe(node.name, node.state, now))]
 
     def waited(self, name: str, now: float) -> float:
         state = self.states.get(name)

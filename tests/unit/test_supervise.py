@@ -231,7 +231,7 @@ def test_a_failure_says_the_operators_last_event_and_the_budget() -> None:
 
 def test_the_tracker_says_each_transition_and_each_stall_once() -> None:
     tracker = supervise.Tracker()
-    assert tracker.transitions([node("a", "upgrade-required")], 0.0) == ["a: upgrade-required"]
+    assert tracker.transitions([node("a", "upgrade-required")], 0.0) == []  # where it was found
     assert tracker.transitions([node("a", "upgrade-required")], 1.0) == []
     assert tracker.transitions([node("a", "cordon-required")], 2.0) == [
         "a: upgrade-required -> cordon-required"
@@ -241,3 +241,11 @@ def test_the_tracker_says_each_transition_and_each_stall_once() -> None:
     said = tracker.stalls(stuck, context(), 20.0, after=15.0)
     assert said == ["a: cordon-required for 18s: waiting for the operator (cordon-required)"]
     assert tracker.stalls(stuck, context(), 30.0, after=15.0) == []
+
+
+def test_watch_events_and_reads_share_one_history() -> None:
+    tracker = supervise.Tracker()
+    assert tracker.observe("a", "upgrade-done", 0.0) is None
+    assert tracker.observe("a", "upgrade-required", 1.0) == "a: upgrade-done -> upgrade-required"
+    assert tracker.transitions([node("a", "upgrade-required")], 2.0) == []  # the read saw it already
+    assert tracker.observe("a", "", 3.0) == "a: upgrade-required -> (none)"
