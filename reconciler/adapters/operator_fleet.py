@@ -80,19 +80,23 @@ def _ready(item: Mapping[str, Any]) -> bool:
 
 
 def upgrade_events(gateway: kube.Gateway) -> dict[str, list[str]]:
-    """The operator's upgrade events (reason GPUDriverUpgrade) per node, oldest first."""
+    """The operator's upgrade events (reason GPUDriverUpgrade) per node, oldest first; its Warnings
+    (why a step failed) after its Normal ones (each state it set), so the last says why."""
     core = gateway.core()
     items = gateway.items(
         lambda: core.list_event_for_all_namespaces_with_http_info(
             field_selector=f"reason={EVENT_REASON},involvedObject.kind=Node", **kube.raw()
         )
     )
-    found: dict[str, list[tuple[str, str]]] = {}
+    found: dict[str, list[tuple[bool, str, str]]] = {}
     for item in items:
         involved = item.get("involvedObject") or {}
         when = str(item.get("lastTimestamp") or item.get("eventTime") or "")
-        found.setdefault(str(involved.get("name") or ""), []).append((when, str(item.get("message") or "")))
-    return {node: [message for _, message in sorted(events)] for node, events in found.items()}
+        warning = item.get("type") == "Warning"
+        found.setdefault(str(involved.get("name") or ""), []).append(
+            (warning, when, str(item.get("message") or ""))
+        )
+    return {node: [message for *_, message in sorted(events)] for node, events in found.items()}
 
 
 def apply_resource(gateway: kube.Gateway, item: DriverResource) -> None:
