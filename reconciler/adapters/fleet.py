@@ -7,9 +7,11 @@ HTTP errors; request bodies are plain dicts.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -19,6 +21,8 @@ from reconciler.adapters import api_shapes, kube
 from reconciler.adapters.cluster import Cluster, label_selector
 from reconciler.adapters.kube import raw
 from reconciler.core import budget
+from reconciler.core.budget import Role
+from reconciler.core.executor import StepFailed
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import LiveNode
@@ -45,6 +49,8 @@ class Eviction:
 
 
 class Fleet:
+    """The cluster as the upgrade executor sees it (it implements core.executor.UpgradeFleet)."""
+
     def __init__(self, gateway: kube.Gateway) -> None:
         self.gateway = gateway
         self.cluster = Cluster(gateway)
@@ -132,6 +138,35 @@ class Fleet:
             "Conflict",
             f"node {name} changed under {CONFLICT_RETRIES} writes in a row; gave up",
         )
+
+    def swap_node(self, name: str, resource_version: str, annotations: Mapping[str, str | None]) -> bool:
+        """A compare-and-swap: the annotations, only onto that version of the node."""
+        try:
+            self.patch_node(name, annotations=annotations, resource_version=resource_version)
+        except kube.Conflict:
+            self.conflicts += 1
+            return False
+        return True
+
+    def drain(
+        self,
+        node: str,
+        roles: Collection[Role],
+        *,
+        timeout: float,
+        force: bool,
+        say: Callable[[str], None],
+        wait: Callable[[str], None],
+    ) -> None:
+        from reconciler.adapters.drainer import Drain, DrainTimeout  # the drainer reads through a Fleet
+
+        try:
+            Drain(self, node, roles, timeout, force, say=say, wait=wait).run()
+        except DrainTimeout as exc:
+            raise StepFailed(str(exc)) from None
+
+    def restart_driver(self, node: str) -> list[str]:
+        raise NotImplementedError
 
     def _patch(self, name: str, body: dict[str, Any]) -> None:
         core = self.gateway.core()
@@ -232,3 +267,33 @@ def _patch_body(
     if unschedulable is not None:
         body["spec"] = {"unschedulable": unschedulable or None}
     return body
+
+
+class SystemHost:
+    """The executor's clocks and waits, and whether a lease holder on this host still runs."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def alive(self, holder: str) -> bool | None:
+        host, _, rest = holder.partition("/")
+        if host != socket.gethostname():
+            return None
+        try:
+            os.kill(int(rest.partition("/")[0]), 0)
+        except (ValueError, ProcessLookupError):
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def run_owner() -> str:
+    """A lease holder's name: this host, this process, and a random part for this node run."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
