@@ -22,7 +22,7 @@ from reconciler.adapters.cluster import Cluster, label_selector
 from reconciler.adapters.kube import raw
 from reconciler.core import budget
 from reconciler.core.budget import Role
-from reconciler.core.executor import StepFailed
+from reconciler.core.executor import DRIVER_APP, StepFailed
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import LiveNode
@@ -32,6 +32,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
 CONFLICT_RETRIES = 10  # a node write that lost this many races in a row gives up
+REVISION_HASH_LABEL = "controller-revision-hash"  # the DaemonSet controller's label on its pods
 
 
 class EvictionOutcome(StrEnum):
@@ -166,7 +167,54 @@ class Fleet:
             raise StepFailed(str(exc)) from None
 
     def restart_driver(self, node: str) -> list[str]:
-        raise NotImplementedError
+        """Delete the node's driver pods (app=nvidia-driver-daemonset) that are out of date, as the
+        operator does at pod-restart-required (k8s-operator-libs upgrade_state.go ProcessPodRestartNodes):
+        its controller-revision-hash is not its DaemonSet's newest ControllerRevision's, or it has no
+        DaemonSet at all (orphaned). Pods already terminating are left to go."""
+        core = self.gateway.core()
+        items = self.gateway.items(
+            lambda: core.list_pod_for_all_namespaces_with_http_info(
+                field_selector=f"spec.nodeName={node}", label_selector=f"app={DRIVER_APP}", **raw()
+            ),
+            api_shapes.POD,
+        )
+        deleted = []
+        revisions: dict[tuple[str, str], str | None] = {}
+        for item in items:
+            metadata = item.get("metadata") or {}
+            if metadata.get("deletionTimestamp"):
+                continue
+            pod = kube.pod(item)
+            owner = _daemonset_owner(metadata)
+            if owner is not None:
+                key = (pod.namespace, owner)
+                if key not in revisions:
+                    revisions[key] = self._newest_revision(*key)
+                current = (metadata.get("labels") or {}).get(REVISION_HASH_LABEL)
+                if revisions[key] is None or current == revisions[key]:
+                    continue  # in sync (or no revision to compare with yet)
+            self.delete_pod(pod)
+            deleted.append(pod.ref)
+        return deleted
+
+    def _newest_revision(self, namespace: str, daemonset: str) -> str | None:
+        """The hash of the DaemonSet's newest ControllerRevision (the libs'
+        GetDaemonsetControllerRevisionHash: the revision's name without the DaemonSet's name)."""
+        apps = self.gateway.apps()
+        items = self.gateway.items(
+            lambda: apps.list_namespaced_controller_revision_with_http_info(namespace, **raw()),
+            api_shapes.CUSTOM,
+        )
+        owned = [
+            item
+            for item in items
+            if _daemonset_owner(item.get("metadata") or {}) == daemonset
+            and isinstance(item.get("revision"), int)
+        ]
+        if not owned:
+            return None
+        newest = max(owned, key=lambda item: int(item["revision"]))
+        return str(newest["metadata"]["name"]).removeprefix(f"{daemonset}-")
 
     def _patch(self, name: str, body: dict[str, Any]) -> None:
         core = self.gateway.core()
@@ -297,3 +345,10 @@ class SystemHost:
 def run_owner() -> str:
     """A lease holder's name: this host, this process, and a random part for this node run."""
     return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+def _daemonset_owner(metadata: Mapping[str, Any]) -> str | None:
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("kind") == "DaemonSet" and ref.get("controller"):
+            return str(ref.get("name") or "")
+    return None

@@ -27,6 +27,7 @@ from reconciler.core.duration import show
 from reconciler.core.upgrade import (
     FAILURE,
     INITIAL_UNSCHEDULABLE,
+    LEGACY_INITIAL_UNSCHEDULABLE,
     OWNER,
     GateName,
     Images,
@@ -193,24 +194,36 @@ class Writes:
     said: str | None = None
 
 
+# Written with upgrade-done: an upgrade that ends leaves none of its annotations behind.
+DONE_ANNOTATIONS: dict[str, str | None] = {
+    INITIAL_UNSCHEDULABLE: None,
+    LEGACY_INITIAL_UNSCHEDULABLE: None,
+    FAILURE: None,
+    OWNER: None,
+}
+
+
+def initial_annotations(cordoned_before: bool) -> dict[str, str | None]:
+    """Written with upgrade-required: the operator's annotation only when the node was cordoned
+    before (its presence is what counts), gpudrv's older one gone."""
+    return {INITIAL_UNSCHEDULABLE: "true" if cordoned_before else None, LEGACY_INITIAL_UNSCHEDULABLE: None}
+
+
 @dataclass(frozen=True)
 class Failure:
-    """What a failed step leaves on the node."""
+    """What a failed step leaves on the node: upgrade-failed and the reason; the cordon as it is."""
 
     annotations: dict[str, str | None]
-    unschedulable: bool | None
     said: str
 
 
 def failure(state: State, reason: str, cordoned_before: bool) -> Failure:
-    """upgrade-failed with the reason on the node; a node gpudrv cordoned before touching its driver
-    is made schedulable again, since its old driver still works."""
-    restore = state in upgrade.ORDER[: upgrade.ORDER.index(State.POD_RESTART)] and not cordoned_before
-    return Failure(
-        {FAILURE: f"{state}: {reason}"},
-        False if restore else None,
-        f"upgrade-failed at {state}: {reason}" + ("; uncordoned again" if restore else ""),
-    )
+    """The operator's rule: a failed node is not uncordoned; it stays cordoned until its driver is in
+    sync, then goes to uncordon-required (upgrade-done if it was cordoned before). A failure before
+    the cordon step leaves the node as schedulable as it was."""
+    cordoned = state not in upgrade.BEFORE_CORDON or cordoned_before
+    held = "; left cordoned until its driver is in sync" if cordoned else "; not cordoned"
+    return Failure({FAILURE: f"{state}: {reason}"}, f"upgrade-failed at {state}: {reason}{held}")
 
 
 # --- one node ------------------------------------------------------------------------------------------
@@ -246,11 +259,11 @@ class NodeRun:
         steps = self.plan.steps
         state = steps[0]
         try:
-            self._enter(state, Writes())
+            self._enter(state, self._first(state))
             for index, state in enumerate(steps):
                 writes = self.actions[state](self)
                 if index + 1 < len(steps):
-                    self._enter(steps[index + 1], writes)
+                    self._enter(steps[index + 1], self._before(steps[index + 1], state, writes))
             return RunResult.DONE, ""
         except StepFailed as exc:
             self._fail(state, str(exc))
@@ -264,12 +277,36 @@ class NodeRun:
 
     # --- the steps: each returns its changes, written with the next state's label -----------------
 
+    def _first(self, state: State) -> Writes:
+        """What entering the first state writes: upgrade-required carries whether the node was
+        cordoned before; a failed node in sync may go straight to upgrade-done."""
+        if state is State.REQUIRED:
+            return Writes(annotations=initial_annotations(self.plan.cordoned_before))
+        if state is State.DONE:
+            return self._before(State.DONE, State.FAILED, Writes())
+        return Writes()
+
+    def _before(self, state: State, previous: State, writes: Writes) -> Writes:
+        """upgrade-done is written with the removal of the upgrade's annotations and this run's lease;
+        reached straight from validation, the node was cordoned before and stays so."""
+        if state is not State.DONE:
+            return writes
+        said = writes.said
+        if previous is not State.UNCORDON:
+            said = "left cordoned, as it was before the upgrade"
+        return Writes(writes.labels, {**writes.annotations, **DONE_ANNOTATIONS}, writes.unschedulable, said)
+
     def _start(self) -> Writes:
-        """Remember whether someone else had cordoned the node, before gpudrv cordons it."""
-        return Writes(annotations={INITIAL_UNSCHEDULABLE: _flag(self.plan.cordoned_before)})
+        """Nothing to do: whether the node was cordoned before went with the upgrade-required label."""
+        return Writes()
 
     def _cordon(self) -> Writes:
         return Writes(unschedulable=True, said="cordoned")
+
+    def _wait_for_jobs(self) -> Writes:
+        """The operator waits here for the pods of its waitForCompletion selector; the lab sets none,
+        and with none the operator moves straight on (upgrade_state.go ProcessWaitForJobsRequiredNodes)."""
+        return Writes()
 
     def _evict_gpu_pods(self) -> Writes:
         self._drain({Role.GPU})
@@ -289,6 +326,10 @@ class NodeRun:
         if self.options.installer is Installer.LABELS:
             labels: dict[str, str | None] = dict(self.plan.target.labels())
             return Writes(labels=labels, said=f"driver labels set to {self.plan.target.version}")
+        # As the operator at pod-restart-required: the driver DaemonSet is OnDelete, so its pod that
+        # is out of date is deleted for the new one to start.
+        for ref in self.fleet.restart_driver(self.name):
+            self.progress.say(f"driver pod {ref} deleted: out of date with its DaemonSet")
         self._wait_for_driver()
         return Writes()
 
@@ -331,12 +372,11 @@ class NodeRun:
         return Writes()
 
     def _uncordon(self) -> Writes:
-        """Uncordoned (unless it was cordoned before) as the node becomes upgrade-done, its upgrade
-        annotations and this run's lease removed in the same write: done leaves nothing behind."""
-        done: dict[str, str | None] = {INITIAL_UNSCHEDULABLE: None, FAILURE: None, OWNER: None}
+        """Uncordoned as the node becomes upgrade-done. Only a node an older gpudrv left at
+        uncordon-required can get here cordoned before: it stays cordoned."""
         if self.plan.cordoned_before:
-            return Writes(annotations=done, said="left cordoned, as it was before the upgrade")
-        return Writes(annotations=done, unschedulable=False, said="uncordoned")
+            return Writes(said="left cordoned, as it was before the upgrade")
+        return Writes(unschedulable=False, said="uncordoned")
 
     def _finish(self) -> Writes:
         self.released = True  # the lease went with the uncordon write
@@ -351,6 +391,7 @@ class NodeRun:
     actions: ClassVar[dict[State, Callable[[NodeRun], Writes]]] = {
         State.REQUIRED: _start,
         State.CORDON: _cordon,
+        State.WAIT_FOR_JOBS: _wait_for_jobs,
         State.POD_DELETION: _evict_gpu_pods,
         State.DRAIN: _drain_rest,
         State.POD_RESTART: _install,
@@ -386,10 +427,7 @@ class NodeRun:
     def _fail(self, state: State, reason: str) -> None:
         left = failure(state, reason, self.plan.cordoned_before)
         self.fleet.patch_node(
-            self.name,
-            labels={tags.UPGRADE_STATE: str(State.FAILED)},
-            annotations=left.annotations,
-            unschedulable=left.unschedulable,
+            self.name, labels={tags.UPGRADE_STATE: str(State.FAILED)}, annotations=left.annotations
         )
         self.fleet.event(
             self.name,
@@ -442,10 +480,6 @@ class NodeRun:
             self.released = True
 
 
-def _flag(value: bool) -> str:
-    return "true" if value else "false"
-
-
 # --- the fleet in rounds ------------------------------------------------------------------------------
 
 
@@ -463,14 +497,16 @@ class Outcome:
     done: list[str] = field(default_factory=list)
     blocked: dict[str, str] = field(default_factory=dict)
     failed: dict[str, str] = field(default_factory=dict)
+    skipped: list[str] = field(default_factory=list)  # nvidia.com/gpu-driver-upgrade.skip=true
 
     @property
     def ok(self) -> bool:
+        """Skipped nodes are left alone on purpose: not a finding."""
         return not self.blocked and not self.failed
 
     @property
     def settled(self) -> set[str]:
-        return self.failed.keys() | self.blocked.keys() | set(self.done)
+        return self.failed.keys() | self.blocked.keys() | set(self.done) | set(self.skipped)
 
 
 def waits_on_budget(plan: NodePlan) -> bool:
@@ -519,8 +555,14 @@ class Rollout:
 
     def _record_blocked(self, plans: list[NodePlan]) -> None:
         for plan in plans:
-            self.outcome.blocked[plan.node] = "; ".join(g.detail for g in plan.gates if not g.ok)
-            self.say(f"{plan.node}: blocked, not cordoned: {self.outcome.blocked[plan.node]}")
+            why = "; ".join(g.detail for g in plan.gates if not g.ok)
+            if plan.skipped:
+                self.outcome.skipped.append(plan.node)
+                self.say(f"{plan.node}: {why}")
+                continue
+            self.outcome.blocked[plan.node] = why
+            held = "left cordoned" if plan.cordoned else "not cordoned"
+            self.say(f"{plan.node}: blocked, {held}: {why}")
 
     def node_run(self, plan: NodePlan) -> NodeRun:
         return NodeRun(
