@@ -16,7 +16,7 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters.fleet import Fleet, SystemHost, run_owner
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
-from reconciler.core import audit, diff, executor
+from reconciler.core import audit, diff, executor, upgrade
 from reconciler.core.executor import Installer, Outcome
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import Images
@@ -53,11 +53,12 @@ def run(settings: Settings, options: kube.Options) -> int:
     desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
+    _refuse_beside_operator(fleet)  # 3. never two controllers on one label
     if settings.dry_run:
         return _dry_run(fleet, desired, images, settings)
     fleet.gateway.patience = RECONNECT_SECONDS  # from here on the cluster changes: outages are waited out
     fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
-    _sync_budgets(fleet, desired)  # 3. budgets are part of the reviewed change
+    _sync_budgets(fleet, desired)  # 4. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
     return _final_audit(fleet, images.working, outcome, settings.selector)
 
@@ -73,6 +74,18 @@ def _refuse_operator_resources(from_dir: Path) -> None:
             "rolls driver changes out, and gpudrv apply (the lab's label-driven upgrade) would fight it "
             "for nvidia.com/gpu-driver-upgrade-state; run gpudrv plan for the image and budget gates",
             file=first.origin.rpartition(":")[0] if first.origin else None,
+        )
+
+
+def _refuse_beside_operator(fleet: Fleet) -> None:
+    """Lab mode drives nvidia.com/gpu-driver-upgrade-state itself; where the GPU Operator runs, its
+    upgrade controller owns that label (and removes it when auto-upgrade is off)."""
+    found = operator_files.operator_present(fleet.gateway)
+    if found is not None:
+        raise GpudrvError(
+            f"lab mode refused: {found} in the cluster at {fleet.host}: the GPU Operator's upgrade "
+            "controller owns nvidia.com/gpu-driver-upgrade-state there, and two controllers must never "
+            "drive one label"
         )
 
 
@@ -127,5 +140,7 @@ def _final_audit(
     result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
+    if outcome.skipped:
+        summary += f", {len(outcome.skipped)} skipped ({upgrade.SKIP_LABEL}=true)"
     print(summary)
     return OK if outcome.ok and result.ok else FINDINGS
