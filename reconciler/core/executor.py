@@ -539,7 +539,7 @@ class Rollout:
             if not plans and not settled:
                 self.say("nothing to upgrade: every declared node runs its desired driver")
             self._record_blocked([p for p in plans if p.blocked and not waits_on_budget(p)])
-            plans = [p for p in plans if p.node not in outcome.blocked]
+            plans = [p for p in plans if p.node not in outcome.settled]
             ready = upgrade.batch(plans, self.options.max_parallel, current.pods, current.budgets)
             if ready:
                 self._run_batch(ready)

@@ -449,6 +449,10 @@ def test_the_skip_label_leaves_a_node_alone_and_reports_it() -> None:
     assert outcome.skipped == ["n1"] and outcome.done == ["n2"] and outcome.ok
     assert w.fleet.states_written("n1") == [] and not [n for n, _ in w.fleet.writes if n == "n1"]
     assert "n1: nvidia.com/gpu-driver-upgrade.skip=true: skipped, left alone" in w.out
+    alone = world("n1")
+    alone.fleet.nodes["n1"].labels[SKIP_LABEL] = "true"
+    assert alone.rollout().skipped == ["n1"]  # reported once
+    assert alone.out == ["n1: nvidia.com/gpu-driver-upgrade.skip=true: skipped, left alone"]
 
 
 @pytest.mark.parametrize(

@@ -456,3 +456,15 @@ def test_drain_skip_pods_need_no_disruption_and_block_nothing() -> None:
     pods = [Pod("ml", "kept", {"app": "trainer", budget.DRAIN_SKIP_LABEL: "true"}, "ReplicaSet")]
     assert budget.blockers(pods, [pdb(0)]) == []
     assert budget.evictions_per_budget(pods, [pdb(0)]) == {}
+
+
+def test_the_plan_says_skipped_not_blocked() -> None:
+    from reconciler.render.upgrades import plan_text
+
+    skipping = LiveNode(Node("n1", {**live(OLD).node.labels, upgrade.SKIP_LABEL: "true"}), False, {})
+    plan = upgrade.plan_node(desired(NEW), skipping, MERGED)
+    assert plan is not None
+    text = plan_text([plan], MERGED)
+    assert "n1: driver 535.183.06 -> 550.90.07 SKIPPED" in text
+    assert "[blocked] skip: nvidia.com/gpu-driver-upgrade.skip=true: skipped, left alone" in text
+    assert text.endswith("0 of 1 node(s) can proceed, 1 skipped")
