@@ -274,7 +274,7 @@ def test_resumes_from_any_state(gitlab: GitLab, state: str) -> None:
         }
     }
     index = STATES.index(state)
-    if index >= STATES.index("pod-deletion-required"):
+    if index > STATES.index("cordon-required"):  # the cordon is written with the next state
         patch["spec"] = {"unschedulable": True}  # type: ignore[assignment]
     if index > STATES.index("pod-restart-required"):  # the driver was already installed
         driver = {"nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "90"}
@@ -576,6 +576,27 @@ def test_installer_wait_deletes_the_out_of_date_driver_pod(gitlab: GitLab) -> No
     assert gitlab.kube.get("pod", new, "-n", NS)["spec"]["containers"][0]["image"] == image
 
 
+OPERATOR_DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {
+        "name": "gpu-operator",
+        "namespace": NS,
+        "labels": {"app.kubernetes.io/component": "gpu-operator"},
+    },
+    "spec": {
+        "replicas": 0,
+        "selector": {"matchLabels": {"app": "gpu-operator"}},
+        "template": {
+            "metadata": {"labels": {"app": "gpu-operator"}},
+            "spec": {
+                "containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v25.3.0"}]
+            },
+        },
+    },
+}
+
+
 def test_lab_mode_refuses_to_run_beside_the_operator(gitlab: GitLab) -> None:
     merged_upgrade(gitlab, min_available=3)
     had_crd = gitlab.kube.run("get", "crd", "clusterpolicies.nvidia.com", check=False).returncode == 0
@@ -612,5 +633,13 @@ def test_lab_mode_refuses_to_run_beside_the_operator(gitlab: GitLab) -> None:
         in refused.stderr
     )
     gitlab.kube.run("delete", "daemonset", "nvidia-driver-daemonset", "-n", NS, "--wait=true")
+    # ...and so is the operator's Deployment (no replicas: nothing runs, it only has to exist).
+    gitlab.kube.apply(json.dumps(OPERATOR_DEPLOYMENT))
+    refused = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert refused.returncode == 2
+    assert (
+        f"lab mode refused: the GPU Operator's Deployment {NS}/gpu-operator in the cluster" in refused.stderr
+    )
+    gitlab.kube.run("delete", "deployment", "gpu-operator", "-n", NS, "--wait=true")
     done = gitlab.gpudrv("apply", "--from", "clusters/lab")
     assert done.returncode == 0, done.stdout
