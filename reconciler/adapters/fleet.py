@@ -7,9 +7,11 @@ HTTP errors; request bodies are plain dicts.
 from __future__ import annotations
 
 import contextlib
+import os
 import socket
 import time
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -19,6 +21,8 @@ from reconciler.adapters import api_shapes, kube
 from reconciler.adapters.cluster import Cluster, label_selector
 from reconciler.adapters.kube import raw
 from reconciler.core import budget
+from reconciler.core.budget import Role
+from reconciler.core.executor import DRIVER_APP, StepFailed
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import LiveNode
@@ -28,6 +32,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
 CONFLICT_RETRIES = 10  # a node write that lost this many races in a row gives up
+REVISION_HASH_LABEL = "controller-revision-hash"  # the DaemonSet controller's label on its pods
 
 
 class EvictionOutcome(StrEnum):
@@ -45,6 +50,8 @@ class Eviction:
 
 
 class Fleet:
+    """The cluster as the upgrade executor sees it (it implements core.executor.UpgradeFleet)."""
+
     def __init__(self, gateway: kube.Gateway) -> None:
         self.gateway = gateway
         self.cluster = Cluster(gateway)
@@ -132,6 +139,82 @@ class Fleet:
             "Conflict",
             f"node {name} changed under {CONFLICT_RETRIES} writes in a row; gave up",
         )
+
+    def swap_node(self, name: str, resource_version: str, annotations: Mapping[str, str | None]) -> bool:
+        """A compare-and-swap: the annotations, only onto that version of the node."""
+        try:
+            self.patch_node(name, annotations=annotations, resource_version=resource_version)
+        except kube.Conflict:
+            self.conflicts += 1
+            return False
+        return True
+
+    def drain(
+        self,
+        node: str,
+        roles: Collection[Role],
+        *,
+        timeout: float,
+        force: bool,
+        say: Callable[[str], None],
+        wait: Callable[[str], None],
+    ) -> None:
+        from reconciler.adapters.drainer import Drain, DrainTimeout  # the drainer reads through a Fleet
+
+        try:
+            Drain(self, node, roles, timeout, force, say=say, wait=wait).run()
+        except DrainTimeout as exc:
+            raise StepFailed(str(exc)) from None
+
+    def restart_driver(self, node: str) -> list[str]:
+        """Delete the node's driver pods (app=nvidia-driver-daemonset) that are out of date, as the
+        operator does at pod-restart-required (k8s-operator-libs upgrade_state.go ProcessPodRestartNodes):
+        its controller-revision-hash is not its DaemonSet's newest ControllerRevision's, or it has no
+        DaemonSet at all (orphaned). Pods already terminating are left to go."""
+        core = self.gateway.core()
+        items = self.gateway.items(
+            lambda: core.list_pod_for_all_namespaces_with_http_info(
+                field_selector=f"spec.nodeName={node}", label_selector=f"app={DRIVER_APP}", **raw()
+            ),
+            api_shapes.POD,
+        )
+        deleted = []
+        revisions: dict[tuple[str, str], str | None] = {}
+        for item in items:
+            metadata = item.get("metadata") or {}
+            if metadata.get("deletionTimestamp"):
+                continue
+            pod = kube.pod(item)
+            owner = _daemonset_owner(metadata)
+            if owner is not None:
+                key = (pod.namespace, owner)
+                if key not in revisions:
+                    revisions[key] = self._newest_revision(*key)
+                current = (metadata.get("labels") or {}).get(REVISION_HASH_LABEL)
+                if revisions[key] is None or current == revisions[key]:
+                    continue  # in sync (or no revision to compare with yet)
+            self.delete_pod(pod)
+            deleted.append(pod.ref)
+        return deleted
+
+    def _newest_revision(self, namespace: str, daemonset: str) -> str | None:
+        """The hash of the DaemonSet's newest ControllerRevision (the libs'
+        GetDaemonsetControllerRevisionHash: the revision's name without the DaemonSet's name)."""
+        apps = self.gateway.apps()
+        items = self.gateway.items(
+            lambda: apps.list_namespaced_controller_revision_with_http_info(namespace, **raw()),
+            api_shapes.CUSTOM,
+        )
+        owned = [
+            item
+            for item in items
+            if _daemonset_owner(item.get("metadata") or {}) == daemonset
+            and isinstance(item.get("revision"), int)
+        ]
+        if not owned:
+            return None
+        newest = max(owned, key=lambda item: int(item["revision"]))
+        return str(newest["metadata"]["name"]).removeprefix(f"{daemonset}-")
 
     def _patch(self, name: str, body: dict[str, Any]) -> None:
         core = self.gateway.core()
@@ -232,3 +315,40 @@ def _patch_body(
     if unschedulable is not None:
         body["spec"] = {"unschedulable": unschedulable or None}
     return body
+
+
+class SystemHost:
+    """The executor's clocks and waits, and whether a lease holder on this host still runs."""
+
+    def now(self) -> float:
+        return time.time()
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def alive(self, holder: str) -> bool | None:
+        host, _, rest = holder.partition("/")
+        if host != socket.gethostname():
+            return None
+        try:
+            os.kill(int(rest.partition("/")[0]), 0)
+        except (ValueError, ProcessLookupError):
+            return False
+        except PermissionError:
+            return True
+        return True
+
+
+def run_owner() -> str:
+    """A lease holder's name: this host, this process, and a random part for this node run."""
+    return f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
+
+
+def _daemonset_owner(metadata: Mapping[str, Any]) -> str | None:
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("kind") == "DaemonSet" and ref.get("controller"):
+            return str(ref.get("name") or "")
+    return None

@@ -624,10 +624,13 @@ def pod(document: Mapping[str, Any]) -> budget.Pod:
 
 
 def _requests_gpu(spec: Mapping[str, Any]) -> bool:
-    for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
+    """A GPU pod as the GPU Operator tells one: a container (not an init container) whose limits or
+    requests name a resource starting with nvidia.com/gpu or nvidia.com/mig-."""
+    for container in spec.get("containers") or []:
         resources = container.get("resources") or {}
-        if any(budget.GPU_RESOURCE in (resources.get(kind) or {}) for kind in ("limits", "requests")):
-            return True
+        for kind in ("limits", "requests"):
+            if any(budget.gpu_resource(str(name)) for name in resources.get(kind) or {}):
+                return True
     return False
 
 

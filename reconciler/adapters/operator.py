@@ -184,3 +184,68 @@ def live_contract(gateway: kube.Gateway, operator_version: str | None) -> Contra
                 ) from None
     rule, release = rule_for(version)
     return checked(resources, rule, release)
+
+
+# --- who owns the upgrade state label ------------------------------------------------------------------
+
+# The operator's driver DaemonSets: app=nvidia-driver-daemonset (ClusterPolicy), and
+# app.kubernetes.io/component=nvidia-driver (NVIDIADriver) (controllers/upgrade_controller.go).
+DRIVER_DAEMONSET_SELECTORS = ("app=nvidia-driver-daemonset", "app.kubernetes.io/component=nvidia-driver")
+
+
+def operator_present(gateway: kube.Gateway) -> str | None:
+    """What shows that the GPU Operator's upgrade controller owns nvidia.com/gpu-driver-upgrade-state in
+    this cluster, in words (a ClusterPolicy, the operator's Deployment, a driver DaemonSet); None when
+    nothing does. Lab mode refuses to run beside it: two controllers must never drive one label."""
+    try:
+        return _policy_found(gateway) or _deployment_found(gateway) or _driver_daemonset_found(gateway)
+    except kube.Forbidden as exc:
+        raise GpudrvError(
+            f"cannot tell whether the GPU Operator runs in the cluster at {gateway.host} ({exc.message}); "
+            "lab mode needs to read ClusterPolicies, Deployments and DaemonSets first"
+        ) from None
+
+
+def _policy_found(gateway: kube.Gateway) -> str | None:
+    group, version = operator.API_VERSIONS[Kind.CLUSTER_POLICY].split("/")
+    try:
+        page = gateway.read(
+            lambda: gateway.custom().list_cluster_custom_object_with_http_info(
+                group, version, operator.PLURALS[Kind.CLUSTER_POLICY], limit=1, **kube.raw()
+            )
+        )
+    except kube.NotFound:
+        return None  # the CRD is not installed
+    items = page.get("items") or []
+    if not items:
+        return None
+    name = str((items[0].get("metadata") or {}).get("name", ""))
+    return f"ClusterPolicy {name}"
+
+
+def _deployment_found(gateway: kube.Gateway) -> str | None:
+    apps = gateway.apps()
+    items = gateway.items(
+        lambda: apps.list_deployment_for_all_namespaces_with_http_info(
+            label_selector=OPERATOR_SELECTOR, **kube.raw()
+        ),
+        api_shapes.DEPLOYMENT,
+    )
+    for item in items:
+        metadata = item.get("metadata") or {}
+        if not metadata.get("deletionTimestamp"):
+            return f"the GPU Operator's Deployment {metadata.get('namespace')}/{metadata.get('name')}"
+    return None
+
+
+def _driver_daemonset_found(gateway: kube.Gateway) -> str | None:
+    apps = gateway.apps()
+    for selector in DRIVER_DAEMONSET_SELECTORS:
+        request = partial(
+            apps.list_daemon_set_for_all_namespaces_with_http_info, label_selector=selector, **kube.raw()
+        )
+        items = gateway.items(request, api_shapes.CUSTOM)
+        if items:
+            metadata = items[0].get("metadata") or {}
+            return f"driver DaemonSet {metadata.get('namespace')}/{metadata.get('name')} ({selector})"
+    return None

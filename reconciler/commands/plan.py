@@ -42,7 +42,7 @@ def run(
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
     print(show.plan_json(plans, images) if output is Output.JSON else show.plan_text(plans, images))
-    return FINDINGS if any(plan.blocked for plan in plans) else OK
+    return FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
 
 
 def _operator_plan(

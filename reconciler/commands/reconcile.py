@@ -49,7 +49,7 @@ from reconciler.core.audit import Status, audit_wants
 from reconciler.core.election import Timing
 from reconciler.core.fleetwatch import Change, FleetAudit, Kind
 from reconciler.core.operator import Contract
-from reconciler.core.upgrade import ORDER, State
+from reconciler.core.upgrade import ALL_STATES
 from reconciler.errors import GpudrvError
 from reconciler.render import audit as audit_text
 from reconciler.render import reconcile as show
@@ -64,7 +64,7 @@ LOGGED_CHANGES = 20  # per audit; past this many, a count
 MISSING = "DriverImageMissing"
 AVAILABLE = "DriverImageAvailable"
 INVALID = "DriverTagInvalid"
-UPGRADE_STATES = [str(state) for state in (*ORDER, State.FAILED)]
+UPGRADE_STATES = [str(state) for state in ALL_STATES]
 
 
 def default_identity() -> str:

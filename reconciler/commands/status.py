@@ -65,14 +65,20 @@ def _row(
 
 
 def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[budget.Budget]) -> str | None:
-    """What holds the node: a recorded failure, or a budget that refuses its drain now."""
+    """What holds the node: a recorded failure, a state lab mode does not drive, the operator's skip
+    label, or a budget that refuses its drain now."""
     if failure := live.annotations.get(FAILURE):
         return failure
+    if (refused := upgrade.state_gate(live)) is not None:
+        return refused.detail
     state = upgrade.state_of(live.node.labels)
+    if upgrade.skipped(live.node.labels) and state in (None, State.DONE, State.REQUIRED):
+        pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
+        return f"{upgrade.SKIP_LABEL}=true: skipped" if pending or state is State.REQUIRED else None
     pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
     if not pending and state in (None, State.DONE, State.FAILED):
         return None
-    if state not in (None, *upgrade.BEFORE_CORDON, State.POD_DELETION, State.DRAIN):
+    if state not in (None, *upgrade.BEFORE_CORDON, State.WAIT_FOR_JOBS, State.POD_DELETION, State.DRAIN):
         return None
     found = budget.blockers(fleet.pods_on(live.name), budgets)
     return "; ".join(b.message for b in found) or None

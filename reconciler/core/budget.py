@@ -15,7 +15,17 @@ from reconciler.core import selectors
 from reconciler.core.selectors import Requirement
 
 GPU_RESOURCE = "nvidia.com/gpu"
+# The GPU Operator's GPU pods: a container requests a resource named with one of these prefixes
+# (gpu-operator cmd/gpu-operator/main.go gpuPodSpecFilter).
+GPU_RESOURCE_PREFIXES = ("nvidia.com/gpu", "nvidia.com/mig-")
+# Pods the operator's drain leaves on the node (controllers/upgrade_controller.go
+# UpgradeSkipDrainLabelSelector); its GPU pod deletion still removes GPU pods that carry it.
+DRAIN_SKIP_LABEL = "nvidia.com/gpu-driver-upgrade-drain.skip"
 FINISHED = frozenset({"Succeeded", "Failed"})
+
+
+def gpu_resource(name: str) -> bool:
+    return name.startswith(GPU_RESOURCE_PREFIXES)
 
 
 @dataclass(frozen=True)
@@ -90,7 +100,7 @@ class Pod:
     owner_kind: str | None = None
     mirror: bool = False
     phase: str = "Running"
-    gpu: bool = False  # requests nvidia.com/gpu
+    gpu: bool = False  # a container requests nvidia.com/gpu* or nvidia.com/mig-*
     terminating: bool = False
     ready: bool = True
 
@@ -104,12 +114,14 @@ class Role(StrEnum):
     OTHER = "other"  # evicted at drain-required
     FINISHED = "finished"  # evicted without a budget check
     UNMANAGED = "unmanaged"  # no controller: only with --force, by DELETE
-    STAYS = "stays"  # DaemonSet and mirror pods
+    STAYS = "stays"  # DaemonSet and mirror pods, and pods labelled drain.skip=true that are no GPU pods
 
 
 def role(pod: Pod) -> Role:
     if pod.mirror or pod.owner_kind == "DaemonSet":
         return Role.STAYS
+    if pod.labels.get(DRAIN_SKIP_LABEL) == "true" and not (pod.gpu and pod.phase not in FINISHED):
+        return Role.STAYS  # the drain's selector leaves it; only GPU pod deletion would take it
     if pod.phase in FINISHED:
         return Role.FINISHED
     if pod.owner_kind is None:

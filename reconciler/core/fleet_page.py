@@ -22,7 +22,7 @@ from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.core.matrix import key_from_tag
 from reconciler.core.operator import Want
 from reconciler.core.tags import KERNEL, ImageKey
-from reconciler.core.upgrade import FAILURE, ORDER, State
+from reconciler.core.upgrade import ALL_STATES, FAILURE, State
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -198,7 +198,7 @@ def progress(nodes: Iterable[NodeState]) -> Progress:
         counts[node.state] = counts.get(node.state, 0) + 1
         if reason := _stuck_reason(node):
             stuck.append(Stuck(node.name, node.state or NO_STATE, reason))
-    known: list[str | None] = [None, *ORDER, State.FAILED]
+    known: list[str | None] = [None, *ALL_STATES]
     unknown = sorted((state for state in counts if state not in known and state is not None), key=natural)
     rows = [
         StateCount(NO_STATE if state is None else str(state), phase_of(state), counts.get(state, 0))

@@ -1,7 +1,9 @@
 """Driver upgrades as data: which nodes need one, the gates in their way, and the steps left.
 
-States are the GPU Operator's (k8s-operator-libs): the label names the step that is due next, so a
-stalled upgrade says where it stalled, and a run that was killed resumes from the label.
+States and keys are the GPU Operator's (k8s-operator-libs pkg/upgrade, docs/operator-contract.md cites
+each): the label names the step that is due next, so a stalled upgrade says where it stalled, and a run
+that was killed resumes from the label. A label value gpudrv does not drive (the maintenance states,
+or one it does not know) is never read as "no state": the node is reported and left alone.
 """
 
 from __future__ import annotations
@@ -15,10 +17,15 @@ from reconciler.core.tags import Node, TagError
 
 
 class State(StrEnum):
+    """Every value of nvidia.com/gpu-driver-upgrade-state, in the operator's order."""
+
     REQUIRED = "upgrade-required"
     CORDON = "cordon-required"
+    WAIT_FOR_JOBS = "wait-for-jobs-required"
     POD_DELETION = "pod-deletion-required"
     DRAIN = "drain-required"
+    NODE_MAINTENANCE = "node-maintenance-required"  # newer libs: an external maintenance operator's
+    POST_MAINTENANCE = "post-maintenance-required"  # newer libs: after that operator's maintenance
     POD_RESTART = "pod-restart-required"
     VALIDATION = "validation-required"
     UNCORDON = "uncordon-required"
@@ -26,9 +33,11 @@ class State(StrEnum):
     FAILED = "upgrade-failed"
 
 
+# The states gpudrv's lab mode drives, in order (the operator's in-place flow, without maintenance).
 ORDER = (
     State.REQUIRED,
     State.CORDON,
+    State.WAIT_FOR_JOBS,
     State.POD_DELETION,
     State.DRAIN,
     State.POD_RESTART,
@@ -36,8 +45,13 @@ ORDER = (
     State.UNCORDON,
     State.DONE,
 )
+ALL_STATES = tuple(State)  # for status and report: every state, the failed one last
+# Held by an external maintenance operator (requestor mode): gpudrv never drives these.
+MAINTENANCE = frozenset({State.NODE_MAINTENANCE, State.POST_MAINTENANCE})
 # Until the cordon step has run, gpudrv has changed nothing that a drain refusal would strand.
 BEFORE_CORDON = frozenset({State.REQUIRED, State.CORDON})
+# The operator's keys beside the state label (k8s-operator-libs consts.go, driver name "gpu").
+SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"  # "true": the node's upgrade is not started
 DRIVER_KEYS = (tags.DRIVER_MAJOR, tags.DRIVER_MINOR, tags.DRIVER_REV)
 
 
@@ -69,15 +83,38 @@ def driver(labels: Mapping[str, str]) -> Driver | None:
 
 
 def state_of(labels: Mapping[str, str]) -> State | None:
+    """The node's state; None when there is none (no label, or the libs' empty "unknown" value).
+    A value that is no state at all is not None: see unknown_state."""
     value = labels.get(tags.UPGRADE_STATE)
     return State(value) if value in set(State) else None
 
 
-def remaining(state: State | None) -> tuple[State, ...]:
-    """The steps still to run: from the recorded state on; a fresh or failed node starts over."""
+def unknown_state(labels: Mapping[str, str]) -> str | None:
+    """The state label's value when it is set and is none of the operator's states."""
+    value = labels.get(tags.UPGRADE_STATE)
+    return value if value and value not in set(State) else None
+
+
+def skipped(labels: Mapping[str, str]) -> bool:
+    return labels.get(SKIP_LABEL) == "true"
+
+
+def remaining(
+    state: State | None, *, cordoned_before: bool = False, in_sync: bool = False
+) -> tuple[State, ...]:
+    """The steps still to run: from the recorded state on; a fresh node starts at upgrade-required. A
+    node cordoned before the upgrade skips uncordon-required. A failed node whose driver is in sync
+    goes on to uncordon-required (or upgrade-done, if it was cordoned before); otherwise gpudrv
+    tries its upgrade again from the start, the node staying cordoned meanwhile."""
+    if state is State.FAILED and in_sync:
+        return (State.DONE,) if cordoned_before else (State.UNCORDON, State.DONE)
     if state in ORDER and state is not State.DONE:
-        return ORDER[ORDER.index(state) :]
-    return ORDER
+        steps: tuple[State, ...] = ORDER[ORDER.index(state) :]
+    else:
+        steps = ORDER
+    if cordoned_before and steps[0] is not State.UNCORDON:
+        steps = tuple(step for step in steps if step is not State.UNCORDON)
+    return steps
 
 
 @dataclass(frozen=True)
@@ -95,6 +132,8 @@ class GateName(StrEnum):
     DRIVER = "driver"  # the desired driver version is well formed
     NODE = "node"  # the declared node exists live
     IMAGE = "image"  # the target image is in the matrix on the merged ref
+    STATE = "state"  # the node's state is one gpudrv drives
+    SKIP = "skip"  # the node is not marked nvidia.com/gpu-driver-upgrade.skip=true
     BUDGET = "budget"  # the disruption budgets allow the drain now
     PODS = "pods"  # every pod on the node can be evicted
     CORDON = "cordon"  # whether the node is left cordoned afterwards
@@ -106,6 +145,7 @@ class RunResult(StrEnum):
     DONE = "done"
     FAILED = "failed"
     BLOCKED = "blocked"
+    SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -136,6 +176,13 @@ class NodePlan:
     steps: tuple[State, ...] = ORDER
     gates: tuple[Gate, ...] = ()
     cordoned_before: bool = False
+    cordoned: bool = False  # unschedulable now
+
+    @property
+    def skipped(self) -> bool:
+        """Refused only by the operator's skip label: left alone on purpose, not blocked."""
+        refused = [gate.name for gate in self.gates if not gate.ok]
+        return bool(refused) and all(name is GateName.SKIP for name in refused)
 
     @property
     def blocked(self) -> bool:
@@ -147,14 +194,46 @@ class NodePlan:
 
 
 def needs_upgrade(desired: Node, live: LiveNode) -> Driver | None:
-    """The desired driver when the live node runs another, is mid-upgrade, or failed one (a failed
-    upgrade is tried again from the start, even when the driver labels already match)."""
+    """The desired driver when the live node runs another, is mid-upgrade, failed one, or carries a
+    state gpudrv does not drive (never "nothing to do": the operator may have cordoned it)."""
     target = driver(desired.labels)
     if target is None:
         return None
     state = state_of(live.node.labels)
-    if driver(live.node.labels) != target or state not in (None, State.DONE):
+    unknown = unknown_state(live.node.labels)
+    if driver(live.node.labels) != target or state not in (None, State.DONE) or unknown:
         return target
+    return None
+
+
+def left_alone(live: LiveNode, plan: NodePlan) -> Gate | None:
+    """Why lab mode must not touch the node: a state it does not drive, or the operator's skip label
+    on a node whose upgrade has not started (the libs read it at upgrade-required only)."""
+    if (refused := state_gate(live)) is not None:
+        return refused
+    if plan.steps[0] is State.REQUIRED and skipped(live.node.labels):
+        return Gate(GateName.SKIP, False, f"{SKIP_LABEL}=true: skipped, left alone")
+    return None
+
+
+def state_gate(live: LiveNode) -> Gate | None:
+    """A refusal when the node's state is not one lab mode drives: left alone, said why."""
+    cordoned = "cordoned" if live.unschedulable else "schedulable"
+    if (unknown := unknown_state(live.node.labels)) is not None:
+        return Gate(
+            GateName.STATE,
+            False,
+            f"{tags.UPGRADE_STATE}={unknown} is no state of the GPU Operator's upgrade controller; "
+            f"left alone ({cordoned})",
+        )
+    state = state_of(live.node.labels)
+    if state in MAINTENANCE:
+        return Gate(
+            GateName.STATE,
+            False,
+            f"{state}: an external maintenance operator holds the node (requestor mode); "
+            f"left alone ({cordoned})",
+        )
     return None
 
 
@@ -187,16 +266,33 @@ def plan_node(
     if needs_upgrade(desired, live) is None:
         return None
     state = state_of(live.node.labels)
+    live_driver = driver(live.node.labels)
+    before = cordoned_before(live)
     plan = NodePlan(
         desired.name,
         target,
-        driver(live.node.labels),
+        live_driver,
         state=state,
-        steps=remaining(state),
-        cordoned_before=cordoned_before(live),
+        steps=remaining(state, cordoned_before=before, in_sync=live_driver == target),
+        cordoned_before=before,
+        cordoned=live.unschedulable,
     )
+    if (refused := left_alone(live, plan)) is not None:
+        return replace(plan, gates=(refused,))
+    return _gated(plan, live, images, pods, budgets, force=force)
+
+
+def _gated(
+    plan: NodePlan,
+    live: LiveNode,
+    images: Images,
+    pods: Sequence[budget.Pod],
+    budgets: Sequence[budget.Budget],
+    *,
+    force: bool,
+) -> NodePlan:
     try:
-        plan = replace(plan, target_tag=target_tag(live, target))
+        plan = replace(plan, target_tag=target_tag(live, plan.target))
     except TagError as exc:
         return replace(plan, gates=(Gate(GateName.IMAGE, False, f"no target tag: {exc.reason}"),))
     gates = [image_gate(plan.target_tag or "", images)]
@@ -206,18 +302,30 @@ def plan_node(
     return replace(plan, gates=tuple(gates))
 
 
+# The operator's annotation: present ("true") only when the node was cordoned before the upgrade began.
+INITIAL_UNSCHEDULABLE = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
+# gpudrv's own, before it followed the operator ("true"/"false"): still read on nodes an older gpudrv
+# left mid-upgrade, and removed when their upgrade ends.
+LEGACY_INITIAL_UNSCHEDULABLE = "gpudrv.dev/initial-unschedulable"
 # Annotations gpudrv keeps on a node during an upgrade: apply writes them, status reads them.
-INITIAL_UNSCHEDULABLE = "gpudrv.dev/initial-unschedulable"
 OWNER = "gpudrv.dev/upgrade-owner"  # the run holding the node, and until when (a lease)
 FAILURE = "gpudrv.dev/upgrade-failure"  # why the last upgrade failed, and at which step
 
 
 def cordoned_before(live: LiveNode) -> bool:
-    """Was the node cordoned before gpudrv began? Remembered in an annotation once the upgrade starts."""
-    recorded = live.annotations.get(INITIAL_UNSCHEDULABLE)
-    if recorded is not None:
-        return recorded == "true"
-    return live.unschedulable
+    """Was the node cordoned before its upgrade began? A node that is not mid-upgrade answers with its
+    cordon now; once the upgrade has begun (upgrade-required on), the initial-state annotation's
+    presence answers, as the operator reads it (or an older gpudrv's annotation, by its value)."""
+    legacy = live.annotations.get(LEGACY_INITIAL_UNSCHEDULABLE)
+    if legacy is not None:
+        return legacy == "true"
+    if state_of(live.node.labels) in (None, State.DONE):
+        return live.unschedulable
+    if INITIAL_UNSCHEDULABLE in live.annotations:
+        return True
+    # upgrade-required written but not the annotation (the operator writes the annotation first; an
+    # older gpudrv wrote its own with cordon-required): gpudrv has not cordoned the node yet.
+    return state_of(live.node.labels) is State.REQUIRED and live.unschedulable
 
 
 def image_gate(tag: str, images: Images) -> Gate:

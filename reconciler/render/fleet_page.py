@@ -58,7 +58,11 @@ PHASE_COLORS = {
     Phase.UNKNOWN: "#ef6c00",
 }
 # The steps of an upgrade in progress, light to dark as they near the end.
-PROGRESS_COLORS = ("#90caf9", "#64b5f6", "#42a5f5", "#2196f3", "#1e88e5", "#1976d2", "#1565c0", "#0d47a1")
+# One blue per in-progress state of the operator's list (ten), light to dark.
+PROGRESS_COLORS = (
+    "#bbdefb", "#90caf9", "#64b5f6", "#42a5f5", "#2196f3",
+    "#1e88e5", "#1976d2", "#1565c0", "#0d47a1", "#082f6b",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)

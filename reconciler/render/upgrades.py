@@ -21,10 +21,12 @@ def plan_text(plans: Sequence[NodePlan], images: Images) -> str:
     lines: list[str] = []
     for plan in plans:
         lines.extend(_node_lines(plan))
-    blocked = sum(plan.blocked for plan in plans)
+    skipped = sum(plan.skipped for plan in plans)
+    blocked = sum(plan.blocked for plan in plans) - skipped
     lines.append(
-        f"{len(plans) - blocked} of {len(plans)} node(s) can proceed"
+        f"{len(plans) - blocked - skipped} of {len(plans)} node(s) can proceed"
         + (f", {blocked} blocked" if blocked else "")
+        + (f", {skipped} skipped" if skipped else "")
     )
     return "\n".join(lines)
 
@@ -34,7 +36,8 @@ def _node_lines(plan: NodePlan) -> list[str]:
     head = f"{plan.node}: driver {live} -> {plan.target.version}"
     head += f", image {plan.target_tag}" if plan.target_tag else ""
     head += f" (now at {plan.state})" if plan.state else ""
-    lines = [head + (" BLOCKED" if plan.blocked else ""), "  steps: " + " -> ".join(plan.steps)]
+    mark = " SKIPPED" if plan.skipped else " BLOCKED" if plan.blocked else ""
+    lines = [head + mark, "  steps: " + " -> ".join(plan.steps)]
     lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in plan.gates)
     return lines
 

@@ -15,6 +15,7 @@ from tests.e2e.conftest import Kube
 from tests.e2e.gitops import NS, STATE_LABEL, STATES, GitLab
 
 TARGET_TAG = "550-5.15.0-107-generic-ubuntu22.04"
+INITIAL = "nvidia.com/gpu-driver-upgrade.node-initial-state.unschedulable"
 
 
 @pytest.fixture
@@ -142,8 +143,13 @@ def test_a_node_cordoned_by_hand_stays_cordoned(gitlab: GitLab) -> None:
     done = gitlab.gpudrv("apply", "--from", "clusters/lab")
     assert done.returncode == 0, done.stdout
     assert "left cordoned, as it was before the upgrade" in done.stdout
+    # the operator's conventions: the initial-state annotation, then no uncordon-required at all
+    assert [what for _, what in transitions_by_node(done.stdout)] == [
+        state for state in STATES if state != "uncordon-required"
+    ]
     assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
     assert gitlab.cordoned("lab-node-1")
+    assert INITIAL not in (gitlab.node("lab-node-1")["metadata"].get("annotations") or {})  # type: ignore[union-attr]
 
 
 BARE_POD = {
@@ -251,6 +257,7 @@ def test_two_runs_never_drive_the_same_node(gitlab: GitLab) -> None:
     "state",
     [
         "cordon-required",
+        "wait-for-jobs-required",
         "pod-deletion-required",
         "pod-restart-required",
         "validation-required",
@@ -267,7 +274,7 @@ def test_resumes_from_any_state(gitlab: GitLab, state: str) -> None:
         }
     }
     index = STATES.index(state)
-    if index >= STATES.index("pod-deletion-required"):
+    if index > STATES.index("cordon-required"):  # the cordon is written with the next state
         patch["spec"] = {"unschedulable": True}  # type: ignore[assignment]
     if index > STATES.index("pod-restart-required"):  # the driver was already installed
         driver = {"nvidia.com/cuda.driver.major": "550", "nvidia.com/cuda.driver.minor": "90"}
@@ -307,7 +314,7 @@ def test_drain_command(gitlab: GitLab) -> None:
     assert "lab-node-1" not in gitlab.running("app=trainer").values()
 
 
-def test_a_drain_that_times_out_fails_and_gives_the_node_back(gitlab: GitLab) -> None:
+def test_a_drain_that_times_out_fails_and_stays_cordoned_until_retried(gitlab: GitLab) -> None:
     process = stuck_in_drain(gitlab)
     process.send_signal(signal.SIGKILL)
     process.wait(timeout=10)
@@ -323,7 +330,10 @@ def test_a_drain_that_times_out_fails_and_gives_the_node_back(gitlab: GitLab) ->
     assert annotations["gpudrv.dev/upgrade-failure"].startswith(
         "drain-required: drain of lab-node-1 timed out"
     )
-    assert not gitlab.cordoned("lab-node-1")  # it was schedulable before gpudrv began
+    # The operator's rule: a failed node stays cordoned until its driver is in sync.
+    assert "left cordoned until its driver is in sync" in failed.stdout
+    assert gitlab.cordoned("lab-node-1")
+    assert INITIAL not in annotations  # it was schedulable before gpudrv began
     events = gitlab.kube.get("events", "-n", "default", "--field-selector", "involvedObject.name=lab-node-1")[
         "items"
     ]
@@ -339,6 +349,7 @@ def test_a_drain_that_times_out_fails_and_gives_the_node_back(gitlab: GitLab) ->
     assert retried.returncode == 0, retried.stdout
     assert [what for _, what in transitions_by_node(retried.stdout)] == STATES
     assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert not gitlab.cordoned("lab-node-1")
     assert "gpudrv.dev/upgrade-failure" not in gitlab.node("lab-node-1")["metadata"]["annotations"]  # type: ignore[index]
 
 
@@ -418,3 +429,217 @@ def test_sigkill_while_waiting_for_the_driver_then_resume(gitlab: GitLab) -> Non
     ]
     assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
     assert not gitlab.cordoned("lab-node-1")
+
+
+# --- the GPU Operator's conventions in lab mode (docs/operator-contract.md) ------------------------------
+
+SKIP = "nvidia.com/gpu-driver-upgrade.skip"
+CRDS = Path(__file__).parent / "manifests" / "gpu-operator-crds.yaml"
+
+
+def test_the_skip_label_leaves_a_node_alone_and_says_so(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    gitlab.kube.run("label", "node", "lab-node-1", f"{SKIP}=true")
+    done = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert done.returncode == 0, done.stdout
+    assert "lab-node-1: nvidia.com/gpu-driver-upgrade.skip=true: skipped, left alone" in done.stdout
+    assert "0 upgraded, 0 blocked, 0 failed, 1 skipped" in done.stdout
+    labels = gitlab.labels("lab-node-1")
+    assert STATE_LABEL not in labels and labels["nvidia.com/cuda.driver.major"] == "535"
+    assert not gitlab.cordoned("lab-node-1")
+    status = gitlab.gpudrv("status", "--from", "clusters/lab").stdout
+    assert "nvidia.com/gpu-driver-upgrade.skip=true: skipped" in status
+
+
+def test_a_state_gpudrv_does_not_drive_is_shown_and_left_alone(gitlab: GitLab) -> None:
+    """node-maintenance-required (newer libs' requestor mode) on a node cordoned by someone else: never
+    read as "no state", even though its driver already matches."""
+    gitlab.kube.run("label", "node", "lab-node-0", f"{STATE_LABEL}=node-maintenance-required")
+    gitlab.kube.run("cordon", "lab-node-0")
+    gitlab.set_driver("lab-node-0", "550", "100", "01")  # same branch: its image is in the matrix
+    gitlab.commit("lab-node-0: driver 550.100.01")
+    done = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert done.returncode == 1, done.stdout
+    assert (
+        "lab-node-0: blocked, left cordoned: node-maintenance-required: an external maintenance "
+        "operator holds the node (requestor mode); left alone (cordoned)"
+    ) in done.stdout
+    assert gitlab.labels("lab-node-0")[STATE_LABEL] == "node-maintenance-required"
+    assert gitlab.cordoned("lab-node-0")
+    status = gitlab.gpudrv("status", "--from", "clusters/lab").stdout
+    row = next(line for line in status.splitlines() if line.startswith("lab-node-0"))
+    assert "node-maintenance-required" in row and "external maintenance operator" in row
+    report = gitlab.gpudrv("report").stdout
+    assert "LAB_NODE_0_UPGRADE_STATE=node-maintenance-required" in report
+
+
+def owned_pod(gitlab: GitLab, name: str, labels: dict[str, str], resources: dict[str, str]) -> None:
+    """A pod on lab-node-1 with a controller nothing recreates it from (a ConfigMap owns it): evicted,
+    it is gone for good, so a drain can finish."""
+    gitlab.kube.apply(
+        json.dumps({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": NS}})
+    )
+    uid = gitlab.kube.get("configmap", name, "-n", NS)["metadata"]["uid"]
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": NS,
+            "labels": labels,
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": name, "uid": uid, "controller": True}
+            ],
+        },
+        "spec": {
+            "nodeName": "lab-node-1",
+            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": resources}}],
+        },
+    }
+    gitlab.kube.apply(json.dumps(pod))
+    gitlab.kube.wait_for(
+        f"{name} Running", lambda: name in gitlab.running(",".join(f"{k}={v}" for k, v in labels.items()))
+    )
+
+
+def test_mig_pods_are_gpu_pods_and_drain_skip_pods_stay(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    owned_pod(gitlab, "mig-worker", {"app": "mig"}, {"nvidia.com/mig-1g.10gb": "1"})
+    owned_pod(gitlab, "node-agent", {"app": "agent", "nvidia.com/gpu-driver-upgrade-drain.skip": "true"}, {})
+    done = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    assert done.returncode == 0, done.stdout
+    lines = done.stdout.splitlines()
+    evicted = lines.index("lab-node-1: pod gpu-drv/mig-worker evicted")
+    # GPU pods go at pod-deletion-required, before drain-required
+    assert (
+        lines.index("lab-node-1: pod-deletion-required") < evicted < lines.index("lab-node-1: drain-required")
+    )
+    assert "node-agent" not in done.stdout
+    assert gitlab.running("app=agent") == {"node-agent": "lab-node-1"}
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+
+
+DRIVER_DS = {
+    "apiVersion": "apps/v1",
+    "kind": "DaemonSet",
+    # Not the operator's DaemonSet (that one would make lab mode refuse): only its pods carry the label.
+    "metadata": {"name": "lab-driver", "namespace": NS, "labels": {"app": "lab-driver"}},
+    "spec": {
+        "selector": {"matchLabels": {"app": "nvidia-driver-daemonset"}},
+        "updateStrategy": {"type": "OnDelete"},
+        "template": {
+            "metadata": {"labels": {"app": "nvidia-driver-daemonset"}},
+            "spec": {
+                "nodeSelector": {"kubernetes.io/hostname": "lab-node-1"},
+                "tolerations": [{"operator": "Exists"}],
+                "containers": [{"name": "driver", "image": "nvcr.io/nvidia/driver:535.183.06"}],
+            },
+        },
+    },
+}
+
+
+def driver_pods(gitlab: GitLab) -> dict[str, str]:
+    return gitlab.running("app=nvidia-driver-daemonset")
+
+
+def test_installer_wait_deletes_the_out_of_date_driver_pod(gitlab: GitLab) -> None:
+    """The driver DaemonSet is OnDelete, as the operator's: gpudrv deletes the old pod at
+    pod-restart-required, the DaemonSet starts the new one, GFD (here: kubectl) reports the driver."""
+    gitlab.kube.apply(json.dumps(DRIVER_DS))
+    gitlab.kube.wait_for("the old driver pod Running", lambda: len(driver_pods(gitlab)) == 1)
+    (old,) = driver_pods(gitlab)
+    image = "nvcr.io/nvidia/driver:550.90.07"
+    patch = {"spec": {"template": {"spec": {"containers": [{"name": "driver", "image": image}]}}}}
+    gitlab.kube.run("patch", "daemonset", "lab-driver", "-n", NS, "--type=strategic", "-p", json.dumps(patch))
+    time.sleep(2)
+    assert driver_pods(gitlab) == {old: "lab-node-1"}  # OnDelete: nothing happens by itself
+    merged_upgrade(gitlab, min_available=3)
+    process = gitlab.start_gpudrv(
+        "apply", "--from", "clusters/lab", "--installer", "wait", "--timeout", "90s"
+    )
+    gitlab.kube.wait_for(
+        "a new driver pod", lambda: (pods := driver_pods(gitlab)) and old not in pods, timeout=60
+    )
+    driver = [
+        "nvidia.com/cuda.driver.major=550",
+        "nvidia.com/cuda.driver.minor=90",
+        "nvidia.com/cuda.driver.rev=07",
+    ]
+    gitlab.kube.run("label", "node", "lab-node-1", "--overwrite", *driver)
+    out, _ = process.communicate(timeout=90)
+    assert process.returncode == 0, out
+    assert f"lab-node-1: driver pod {NS}/{old} deleted: out of date with its DaemonSet" in out
+    assert gitlab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    (new,) = driver_pods(gitlab)
+    assert new != old
+    assert gitlab.kube.get("pod", new, "-n", NS)["spec"]["containers"][0]["image"] == image
+
+
+OPERATOR_DEPLOYMENT = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {
+        "name": "gpu-operator",
+        "namespace": NS,
+        "labels": {"app.kubernetes.io/component": "gpu-operator"},
+    },
+    "spec": {
+        "replicas": 0,
+        "selector": {"matchLabels": {"app": "gpu-operator"}},
+        "template": {
+            "metadata": {"labels": {"app": "gpu-operator"}},
+            "spec": {
+                "containers": [{"name": "gpu-operator", "image": "nvcr.io/nvidia/gpu-operator:v25.3.0"}]
+            },
+        },
+    },
+}
+
+
+def test_lab_mode_refuses_to_run_beside_the_operator(gitlab: GitLab) -> None:
+    merged_upgrade(gitlab, min_available=3)
+    had_crd = gitlab.kube.run("get", "crd", "clusterpolicies.nvidia.com", check=False).returncode == 0
+    gitlab.kube.run("apply", "-f", str(CRDS))
+    gitlab.kube.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+    policy = {
+        "apiVersion": "nvidia.com/v1",
+        "kind": "ClusterPolicy",
+        "metadata": {"name": "e2e-lab-refusal"},
+        "spec": {"driver": {"version": "550.90.07"}},
+    }
+    try:
+        gitlab.kube.apply(json.dumps(policy))
+        for args in (("apply", "--from", "clusters/lab"), ("apply", "--from", "clusters/lab", "--dry-run")):
+            refused = gitlab.gpudrv(*args)
+            assert refused.returncode == 2, refused.stdout + refused.stderr
+            assert refused.stderr.count("\n") == 1
+            assert "lab mode refused: ClusterPolicy e2e-lab-refusal in the cluster at" in refused.stderr
+            assert "two controllers must never drive one label" in refused.stderr
+        assert STATE_LABEL not in gitlab.labels("lab-node-1") and not gitlab.cordoned("lab-node-1")
+    finally:
+        gitlab.kube.run("delete", "clusterpolicy", "e2e-lab-refusal", "--ignore-not-found", check=False)
+        if not had_crd:
+            gitlab.kube.run("delete", "-f", str(CRDS), "--ignore-not-found", "--wait=true", check=False)
+    # The operator's driver DaemonSet alone is enough.
+    operator_ds = json.loads(json.dumps(DRIVER_DS))
+    operator_ds["metadata"] = {"name": "nvidia-driver-daemonset", "namespace": NS,
+                               "labels": {"app": "nvidia-driver-daemonset"}}  # fmt: skip
+    gitlab.kube.apply(json.dumps(operator_ds))
+    refused = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert refused.returncode == 2
+    assert (
+        f"lab mode refused: driver DaemonSet {NS}/nvidia-driver-daemonset (app=nvidia-driver-daemonset)"
+        in refused.stderr
+    )
+    gitlab.kube.run("delete", "daemonset", "nvidia-driver-daemonset", "-n", NS, "--wait=true")
+    # ...and so is the operator's Deployment (no replicas: nothing runs, it only has to exist).
+    gitlab.kube.apply(json.dumps(OPERATOR_DEPLOYMENT))
+    refused = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert refused.returncode == 2
+    assert (
+        f"lab mode refused: the GPU Operator's Deployment {NS}/gpu-operator in the cluster" in refused.stderr
+    )
+    gitlab.kube.run("delete", "deployment", "gpu-operator", "-n", NS, "--wait=true")
+    done = gitlab.gpudrv("apply", "--from", "clusters/lab")
+    assert done.returncode == 0, done.stdout

@@ -120,18 +120,21 @@ def test_progress_counts_every_state_in_order_and_unknown_values_last() -> None:
     assert states.total == 5
     labels = [row.label for row in states.counts]
     assert labels[0] == NO_STATE
-    assert labels[1:10] == [
+    assert labels[1:13] == [
         "upgrade-required",
         "cordon-required",
+        "wait-for-jobs-required",
         "pod-deletion-required",
         "drain-required",
+        "node-maintenance-required",
+        "post-maintenance-required",
         "pod-restart-required",
         "validation-required",
         "uncordon-required",
         "upgrade-done",
         "upgrade-failed",
     ]
-    assert labels[10:] == ["zz-custom"]
+    assert labels[13:] == ["zz-custom"]
     counts = {row.label: (row.count, row.phase) for row in states.counts}
     assert counts[NO_STATE] == (1, Phase.NOT_STARTED)
     assert counts["upgrade-done"] == (2, Phase.DONE)
@@ -217,8 +220,8 @@ def test_state_bar_segments_share_the_width() -> None:
 
 def test_in_progress_states_get_a_color_each() -> None:
     colors = page.state_colors(data.progress([]))
-    assert len(colors) == 10
-    assert len(set(colors[1:8])) == 7
+    assert len(colors) == 13  # no state, the ten in progress, done, failed
+    assert len(set(colors[1:11])) == 10
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,9 @@ MERGED = Images(
 )
 
 
+INITIAL = upgrade.INITIAL_UNSCHEDULABLE
+
+
 def desired(driver: Driver = NEW, name: str = "n1") -> Node:
     return Node(name, {**BASE, **driver.labels()})
 
@@ -68,9 +71,25 @@ def test_driver_needs_all_three_labels() -> None:
 
 
 def test_states_are_the_gpu_operators_in_order() -> None:
+    """k8s-operator-libs pkg/upgrade/consts.go (7d667fb, and d720f25 for the maintenance states)."""
+    assert [str(s) for s in upgrade.ALL_STATES] == [
+        "upgrade-required",
+        "cordon-required",
+        "wait-for-jobs-required",
+        "pod-deletion-required",
+        "drain-required",
+        "node-maintenance-required",
+        "post-maintenance-required",
+        "pod-restart-required",
+        "validation-required",
+        "uncordon-required",
+        "upgrade-done",
+        "upgrade-failed",
+    ]
     assert [str(s) for s in upgrade.ORDER] == [
         "upgrade-required",
         "cordon-required",
+        "wait-for-jobs-required",
         "pod-deletion-required",
         "drain-required",
         "pod-restart-required",
@@ -88,13 +107,61 @@ def test_a_run_resumes_at_the_recorded_state(state: State) -> None:
 
 
 @pytest.mark.parametrize("state", [None, State.DONE, State.FAILED])
-def test_fresh_done_or_failed_nodes_start_over(state: State | None) -> None:
+def test_fresh_done_or_failed_out_of_sync_nodes_start_over(state: State | None) -> None:
     assert upgrade.remaining(state) == upgrade.ORDER
 
 
-def test_unknown_state_label_is_no_state() -> None:
-    assert upgrade.state_of({tags.UPGRADE_STATE: "wait-for-jobs-required"}) is None
+def test_a_failed_node_in_sync_goes_to_uncordon_or_done() -> None:
+    """ProcessUpgradeFailedNodes: uncordon-required, or upgrade-done when cordoned before."""
+    assert upgrade.remaining(State.FAILED, in_sync=True) == (State.UNCORDON, State.DONE)
+    assert upgrade.remaining(State.FAILED, in_sync=True, cordoned_before=True) == (State.DONE,)
+
+
+def test_a_node_cordoned_before_skips_uncordon_required() -> None:
+    steps = upgrade.remaining(State.DRAIN, cordoned_before=True)
+    assert State.UNCORDON not in steps and steps[-2:] == (State.VALIDATION, State.DONE)
+    # an older gpudrv left it at uncordon-required: that state is still run (it leaves the cordon)
+    assert upgrade.remaining(State.UNCORDON, cordoned_before=True) == (State.UNCORDON, State.DONE)
+
+
+def test_an_unknown_state_label_is_not_no_state() -> None:
+    assert upgrade.state_of({tags.UPGRADE_STATE: "wait-for-jobs-required"}) is State.WAIT_FOR_JOBS
     assert upgrade.state_of({tags.UPGRADE_STATE: "drain-required"}) is State.DRAIN
+    assert upgrade.state_of({tags.UPGRADE_STATE: "reboot-required"}) is None
+    assert upgrade.unknown_state({tags.UPGRADE_STATE: "reboot-required"}) == "reboot-required"
+    assert upgrade.unknown_state({tags.UPGRADE_STATE: ""}) is None  # the libs' UpgradeStateUnknown
+    assert upgrade.unknown_state({tags.UPGRADE_STATE: "drain-required"}) is None
+
+
+@pytest.mark.parametrize(
+    "state", ["reboot-required", "node-maintenance-required", "post-maintenance-required"]
+)
+def test_a_node_in_a_state_lab_mode_does_not_drive_is_left_alone_never_nothing_to_do(state: str) -> None:
+    """Even when its driver labels already match: the operator (or a maintenance operator) may have
+    cordoned it, so "nothing to do" would strand it."""
+    plan = upgrade.plan_node(desired(NEW), live(NEW, state=state, unschedulable=True), MERGED)
+    assert plan is not None and plan.blocked and not plan.skipped
+    ok, detail = gates(plan)["state"]
+    assert not ok and detail.endswith("left alone (cordoned)")
+    assert upgrade.batch([plan], 5, {}, []) == []
+
+
+def test_the_skip_label_leaves_a_node_alone_before_its_upgrade_starts() -> None:
+    skipping = live(OLD)
+    skipping = LiveNode(Node("n1", {**skipping.node.labels, upgrade.SKIP_LABEL: "true"}), False, {})
+    plan = upgrade.plan_node(desired(NEW), skipping, MERGED)
+    assert plan is not None and plan.skipped and plan.blocked
+    assert gates(plan)["skip"] == (False, "nvidia.com/gpu-driver-upgrade.skip=true: skipped, left alone")
+    # Past upgrade-required the libs no longer read it: a node mid-upgrade goes on.
+    mid = LiveNode(
+        Node("n1", {**skipping.node.labels, tags.UPGRADE_STATE: "drain-required"}), True,
+        {upgrade.INITIAL_UNSCHEDULABLE: "true"},
+    )  # fmt: skip
+    resumed = upgrade.plan_node(desired(NEW), mid, MERGED)
+    assert resumed is not None and not resumed.blocked and resumed.steps[0] is State.DRAIN
+    # "false" (or any other value) is no skip
+    other = LiveNode(Node("n1", {**skipping.node.labels, upgrade.SKIP_LABEL: "false"}), False, {})
+    assert not upgrade.plan_node(desired(NEW), other, MERGED).skipped  # type: ignore[union-attr]
 
 
 # --- which nodes need an upgrade ------------------------------------------------------------------
@@ -112,11 +179,24 @@ def test_a_node_mid_upgrade_is_planned_even_when_its_labels_already_match() -> N
     assert plan.in_progress
 
 
-def test_a_failed_upgrade_is_tried_again_from_the_start() -> None:
-    plan = upgrade.plan_node(desired(NEW), live(NEW, state="upgrade-failed", unschedulable=True), MERGED)
+def test_a_failed_upgrade_out_of_sync_is_tried_again_from_the_start() -> None:
+    plan = upgrade.plan_node(desired(NEW), live(OLD, state="upgrade-failed", unschedulable=True), MERGED)
     assert plan is not None
     assert plan.steps == upgrade.ORDER
     assert not plan.in_progress
+    assert not plan.cordoned_before  # gpudrv's own cordon: no initial-state annotation on the node
+
+
+def test_a_failed_upgrade_whose_driver_is_in_sync_is_uncordoned() -> None:
+    plan = upgrade.plan_node(desired(NEW), live(NEW, state="upgrade-failed", unschedulable=True), MERGED)
+    assert plan is not None and not plan.blocked
+    assert plan.steps == (State.UNCORDON, State.DONE)
+    before = upgrade.plan_node(
+        desired(NEW),
+        live(NEW, state="upgrade-failed", unschedulable=True, **{INITIAL: "true"}),
+        MERGED,
+    )
+    assert before is not None and before.steps == (State.DONE,)
 
 
 def test_a_node_without_desired_driver_labels_is_not_managed() -> None:
@@ -229,11 +309,29 @@ def test_a_node_cordoned_by_someone_else_stays_cordoned() -> None:
     assert gates(plan)["cordon"] == (True, "cordoned before the upgrade: it stays cordoned afterwards")
 
 
-def test_the_remembered_initial_state_wins_over_the_current_cordon() -> None:
-    ours = live(state="drain-required", unschedulable=True, gpudrv_dev__initial_unschedulable="false")
-    assert not upgrade.cordoned_before(LiveNode(ours.node, True, {upgrade.INITIAL_UNSCHEDULABLE: "false"}))
+def test_the_initial_state_annotation_counts_by_presence_once_the_upgrade_began() -> None:
+    """upgrade_state.go: set only when unschedulable; read with `_, ok := Annotations[key]`."""
+    ours = live(state="drain-required", unschedulable=True)
+    assert not upgrade.cordoned_before(LiveNode(ours.node, True, {}))  # gpudrv's own cordon
     assert upgrade.cordoned_before(LiveNode(ours.node, True, {upgrade.INITIAL_UNSCHEDULABLE: "true"}))
-    assert upgrade.cordoned_before(LiveNode(ours.node, True, {}))
+    assert upgrade.cordoned_before(LiveNode(ours.node, True, {upgrade.INITIAL_UNSCHEDULABLE: ""}))
+    fresh = live(unschedulable=True)
+    assert upgrade.cordoned_before(fresh)  # not started: the cordon now is the answer
+    assert not upgrade.cordoned_before(LiveNode(fresh.node, False, {upgrade.INITIAL_UNSCHEDULABLE: "true"}))
+
+
+def test_an_older_gpudrvs_annotation_is_still_read_by_its_value() -> None:
+    ours = live(state="drain-required", unschedulable=True)
+    legacy = upgrade.LEGACY_INITIAL_UNSCHEDULABLE
+    assert not upgrade.cordoned_before(LiveNode(ours.node, True, {legacy: "false"}))
+    assert upgrade.cordoned_before(LiveNode(ours.node, True, {legacy: "true"}))
+
+
+def test_upgrade_required_without_the_annotation_reads_the_cordon_now() -> None:
+    """An older gpudrv wrote its annotation with cordon-required: at upgrade-required gpudrv has not
+    cordoned the node yet, so a cordon there is someone else's."""
+    assert upgrade.cordoned_before(live(state="upgrade-required", unschedulable=True))
+    assert not upgrade.cordoned_before(live(state="upgrade-required"))
 
 
 # --- batches --------------------------------------------------------------------------------------
@@ -273,6 +371,12 @@ def test_blocked_plans_are_never_batched() -> None:
         (Pod("n", "bare"), Role.UNMANAGED),
         (Pod("n", "gpu", owner_kind="ReplicaSet", gpu=True), Role.GPU),
         (Pod("n", "web", owner_kind="ReplicaSet"), Role.OTHER),
+        # the operator's drain selector, nvidia.com/gpu-driver-upgrade-drain.skip!=true
+        (Pod("n", "web", {budget.DRAIN_SKIP_LABEL: "true"}, owner_kind="ReplicaSet"), Role.STAYS),
+        (Pod("n", "bare", {budget.DRAIN_SKIP_LABEL: "true"}), Role.STAYS),
+        (Pod("n", "web", {budget.DRAIN_SKIP_LABEL: "false"}, owner_kind="ReplicaSet"), Role.OTHER),
+        # ...but the GPU pod deletion before the drain takes GPU pods whatever their labels
+        (Pod("n", "gpu", {budget.DRAIN_SKIP_LABEL: "true"}, owner_kind="ReplicaSet", gpu=True), Role.GPU),
     ],
 )
 def test_pod_roles_follow_kubectl_drain(pod: Pod, expected: Role) -> None:
@@ -329,3 +433,38 @@ def test_terminating_and_staying_pods_need_no_disruption() -> None:
     ]
     assert budget.blockers(pods, [pdb(0)]) == []
     assert budget.evictions_per_budget(pods, [pdb(0)]) == {}
+
+
+@pytest.mark.parametrize(
+    ("name", "gpu"),
+    [
+        ("nvidia.com/gpu", True),
+        ("nvidia.com/gpu.shared", True),
+        ("nvidia.com/mig-1g.10gb", True),
+        ("nvidia.com/mig-3g.40gb", True),
+        ("nvidia.com/migration", False),
+        ("amd.com/gpu", False),
+        ("cpu", False),
+    ],
+)
+def test_gpu_resources_are_the_operators_prefixes(name: str, gpu: bool) -> None:
+    """gpu-operator cmd/gpu-operator/main.go gpuPodSpecFilter: HasPrefix nvidia.com/gpu or nvidia.com/mig-."""
+    assert budget.gpu_resource(name) is gpu
+
+
+def test_drain_skip_pods_need_no_disruption_and_block_nothing() -> None:
+    pods = [Pod("ml", "kept", {"app": "trainer", budget.DRAIN_SKIP_LABEL: "true"}, "ReplicaSet")]
+    assert budget.blockers(pods, [pdb(0)]) == []
+    assert budget.evictions_per_budget(pods, [pdb(0)]) == {}
+
+
+def test_the_plan_says_skipped_not_blocked() -> None:
+    from reconciler.render.upgrades import plan_text
+
+    skipping = LiveNode(Node("n1", {**live(OLD).node.labels, upgrade.SKIP_LABEL: "true"}), False, {})
+    plan = upgrade.plan_node(desired(NEW), skipping, MERGED)
+    assert plan is not None
+    text = plan_text([plan], MERGED)
+    assert "n1: driver 535.183.06 -> 550.90.07 SKIPPED" in text
+    assert "[blocked] skip: nvidia.com/gpu-driver-upgrade.skip=true: skipped, left alone" in text
+    assert text.endswith("0 of 1 node(s) can proceed, 1 skipped")
