@@ -10,8 +10,9 @@ from reconciler.adapters import api_shapes, kube
 from reconciler.adapters.fleet import APPLY_PATCH, FIELD_MANAGER
 from reconciler.core import operator
 from reconciler.core.budget import Pod
+from reconciler.core.executor import DRIVER_APP
 from reconciler.core.operator import DriverResource
-from reconciler.core.supervise import DRIVER_APP, EVENT_REASON, VALIDATOR_APP, DriverPod
+from reconciler.core.supervise import EVENT_REASON, VALIDATOR_APP, DriverPod
 
 
 def driver_pods(gateway: kube.Gateway) -> dict[str, DriverPod]:

@@ -26,9 +26,10 @@ from reconciler.commands import upgrades as up
 from reconciler.core import audit, supervise
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind
-from reconciler.core.supervise import HELD, SKIP, NodeFacts, Stages, Step
+from reconciler.core.supervise import HELD, NodeFacts, Stages, Step
 from reconciler.core.tags import GPU_PRESENT
-from reconciler.core.upgrade import Images, image_gate
+from reconciler.core.upgrade import SKIP_LABEL as SKIP
+from reconciler.core.upgrade import Images, State, image_gate
 from reconciler.errors import GpudrvError
 
 POLL_SECONDS = 2.0
@@ -178,7 +179,7 @@ class Rollout:
         busy = [
             want.node.name
             for want in selected
-            if supervise.state_of(want.node.labels) not in ("", supervise.OperatorState.DONE)
+            if supervise.state_of(want.node.labels) not in ("", State.DONE)
         ]
         events = operator_fleet.upgrade_events(gateway) if busy else {}
         facts = []
@@ -287,7 +288,7 @@ class Rollout:
         now = time.monotonic()
         for node in facts:
             self.tracker.observe(node.name, node.state, now)
-            if node.state not in ("", supervise.OperatorState.DONE, supervise.OperatorState.REQUIRED):
+            if node.state not in ("", State.DONE, State.REQUIRED):
                 print(f"{node.name}: at {node.state}", flush=True)
 
     def _drain(
@@ -332,8 +333,8 @@ class Rollout:
 
 _EVICTING = frozenset(
     {
-        supervise.OperatorState.POD_DELETION,
-        supervise.OperatorState.DRAIN,
-        supervise.OperatorState.FAILED,
+        State.POD_DELETION,
+        State.DRAIN,
+        State.FAILED,
     }
 )

@@ -14,37 +14,19 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from reconciler.core import budget
-from reconciler.core.budget import Pod
+from reconciler.core.budget import Pod, Role
 from reconciler.core.duration import show
+from reconciler.core.tags import UPGRADE_STATE as STATE
+from reconciler.core.upgrade import SKIP_LABEL as SKIP
+from reconciler.core.upgrade import State as OperatorState
 
-SKIP = "nvidia.com/gpu-driver-upgrade.skip"
 HELD = "gpudrv.dev/held"  # gpudrv set this node's skip label; the value says why
-STATE = "nvidia.com/gpu-driver-upgrade-state"
-DRAIN_SKIP = "nvidia.com/gpu-driver-upgrade-drain.skip"
-DRIVER_APP = "nvidia-driver-daemonset"  # upgrade_controller.go: DriverLabelValue
 VALIDATOR_APP = "nvidia-operator-validator"  # main.go: WithValidationEnabled("app=nvidia-operator-validator")
 VALIDATION_TIMEOUT = 600  # validation_manager.go: validationTimeoutSeconds, not configurable
 EVENT_REASON = "GPUDriverUpgrade"  # util.go GetEventReason: upper(driver name) + "DriverUpgrade"
-
-
-class OperatorState(StrEnum):
-    """k8s-operator-libs pkg/upgrade/consts.go, in the order a node goes through them."""
-
-    UNKNOWN = ""
-    REQUIRED = "upgrade-required"
-    CORDON = "cordon-required"
-    WAIT_FOR_JOBS = "wait-for-jobs-required"
-    POD_DELETION = "pod-deletion-required"
-    DRAIN = "drain-required"
-    POD_RESTART = "pod-restart-required"
-    VALIDATION = "validation-required"
-    UNCORDON = "uncordon-required"
-    DONE = "upgrade-done"
-    FAILED = "upgrade-failed"
 
 
 def state_of(labels: Mapping[str, str]) -> str:
@@ -198,7 +180,7 @@ def first_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
     )
 
 
-_IDLE = frozenset({OperatorState.UNKNOWN, OperatorState.DONE, OperatorState.REQUIRED})
+_IDLE = frozenset({"", OperatorState.DONE, OperatorState.REQUIRED})
 
 
 def next_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
@@ -224,18 +206,11 @@ def next_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
 
 
 def evicted(pods: Iterable[Pod], rules: Policy) -> list[Pod]:
-    """The pods the operator will evict from a node: its GPU pods at pod-deletion-required (main.go
-    gpuPodSpecFilter: Running or Pending, a resource nvidia.com/gpu* or nvidia.com/mig-*), and with
+    """The pods the operator will evict from a node: its GPU pods at pod-deletion-required, and with
     drain enabled every other pod but DaemonSet and mirror pods and those labelled drain.skip=true
-    (upgrade_controller.go: UpgradeSkipDrainLabelSelector ANDed into the drain's pod selector)."""
-    found = []
-    for pod in pods:
-        kind = budget.role(pod)
-        if kind is budget.Role.STAYS or kind is budget.Role.FINISHED:
-            continue
-        if pod.gpu or (rules.drain_enabled and pod.labels.get(DRAIN_SKIP) != "true"):
-            found.append(pod)
-    return found
+    (budget.role has the operator's rules, with their sources in docs/operator-contract.md)."""
+    taken = {Role.GPU, Role.OTHER, Role.UNMANAGED} if rules.drain_enabled else {Role.GPU}
+    return [pod for pod in pods if budget.role(pod) in taken]
 
 
 def budget_refusals(pods: Iterable[Pod], budgets: Sequence[budget.Budget]) -> list[str]:
@@ -294,6 +269,10 @@ def _slot_stall(node: NodeFacts, context: Context) -> str:
 
 def _operator_step(node: NodeFacts, context: Context) -> str:
     return f"waiting for the operator ({node.state})"
+
+
+def _maintenance(node: NodeFacts, context: Context) -> str:
+    return f"in {node.state}: an external maintenance operator holds it (the operator's requestor mode)"
 
 
 def _restart_stall(node: NodeFacts, context: Context) -> str:
@@ -382,6 +361,8 @@ _BY_STATE = {
     OperatorState.POD_RESTART: _restart_stall,
     OperatorState.VALIDATION: _validator_stall,
     OperatorState.FAILED: _failed,
+    OperatorState.NODE_MAINTENANCE: _maintenance,
+    OperatorState.POST_MAINTENANCE: _maintenance,
 }
 
 

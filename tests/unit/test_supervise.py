@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reconciler.core import supervise
-from reconciler.core.budget import Budget, Pod, Selector
+from reconciler.core.budget import DRAIN_SKIP_LABEL, Budget, Pod, Selector
 from reconciler.core.supervise import (
     HELD,
     SKIP,
@@ -125,7 +125,7 @@ def test_the_operator_evicts_gpu_pods_and_with_drain_the_rest_but_drain_skip() -
     pods = [
         gpu_pod("g"),
         other_pod("w"),
-        other_pod("kept", **{supervise.DRAIN_SKIP: "true"}),
+        other_pod("kept", **{DRAIN_SKIP_LABEL: "true"}),
         Pod("kube-system", "ds", owner_kind="DaemonSet"),
         Pod("jobs", "over", owner_kind="Job", phase="Succeeded", gpu=True),
     ]
@@ -199,7 +199,10 @@ def test_validation_waits_are_named() -> None:
 def test_every_state_has_words() -> None:
     for state in supervise.OperatorState:
         assert supervise.stall(node("a", state), context())
-    assert "does not know ('node-maintenance-required')" in supervise.stall(
+    assert "does not know ('frobnicate-required')" in supervise.stall(
+        node("a", "frobnicate-required"), context()
+    )
+    assert "external maintenance operator" in supervise.stall(
         node("a", "node-maintenance-required"), context()
     )
     assert supervise.stall(node("a", held=True), context()).startswith("held by gpudrv")
