@@ -31,12 +31,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.conftest import REPO
-from tests.e2e.conftest import GPU_LABELS, FakeNodes, Kube
+
+if TYPE_CHECKING:  # tests/e2e/conftest.py imports this module's fixture
+    from tests.e2e.conftest import FakeNodes, Kube
 
 SCRIPT = REPO / "scripts" / "operator"
 NAMESPACE = "gpu-operator"
@@ -66,11 +68,9 @@ UPGRADE_STATES = (
 
 # What NFD puts on a GPU node that the operator reads (controllers/state_manager.go): an NVIDIA PCI
 # device (gpuNodeLabels), the full kernel version and the OS release (kernelFullVersion; the driver
-# image tag is <version>-<ID><VERSION_ID>). The lab's cuda.driver.* labels stand for GFD's.
-OPERATOR_NODE_LABELS = {
-    **GPU_LABELS,
-    "feature.node.kubernetes.io/pci-10de.present": "true",
-}
+# image tag is <version>-<ID><VERSION_ID>); add_nodes adds them to the lab's GPU_LABELS, whose
+# cuda.driver.* labels stand for GFD's.
+NFD_GPU_LABEL = {"feature.node.kubernetes.io/pci-10de.present": "true"}
 DRIVER_LABEL_KEYS = {
     "major": ("nvidia.com/cuda.driver.major", "nvidia.com/cuda.driver-version.major"),
     "minor": ("nvidia.com/cuda.driver.minor", "nvidia.com/cuda.driver-version.minor"),
@@ -168,7 +168,7 @@ class StateRecorder:
     (kubectl get -w): transitions that last a few milliseconds are not lost between polls."""
 
     def __init__(self, kube: Kube, selector: str) -> None:
-        jsonpath = '{.metadata.name}{"\\t"}{.metadata.labels.nvidia\\.com/gpu-driver-upgrade-state}{"\\n"}'
+        jsonpath = '{.metadata.name}{"|"}{.metadata.labels.nvidia\\.com/gpu-driver-upgrade-state}{"\\n"}'
         self._proc = subprocess.Popen(
             [str(kube.kubectl_path), "get", "nodes", "-l", selector, "--watch", "-o", f"jsonpath={jsonpath}"],
             stdout=subprocess.PIPE,
@@ -184,11 +184,19 @@ class StateRecorder:
     def _read(self) -> None:
         assert self._proc.stdout is not None
         for line in self._proc.stdout:
-            name, _, state = line.rstrip("\n").partition("\t")
+            name, _, state = line.rstrip("\n").partition("|")
             value = state or None
             if name and (name not in self._last or self._last[name] != value):
                 self._last[name] = value
                 self.transitions.append(Transition(time.monotonic(), name, value))
+
+    def caught_up(self, node: str, state: str, timeout: float = 30) -> None:
+        """Waits until the watch has delivered `state` for the node (it may trail the API)."""
+        deadline = time.monotonic() + timeout
+        while self._last.get(node) != state:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the node watch never showed {node} at {state}: {self.states_of(node)}")
+            time.sleep(0.1)
 
     def states_of(self, node: str) -> list[str | None]:
         return [t.state for t in self.transitions if t.node == node]
@@ -215,14 +223,13 @@ class DriverLabels:
     def __init__(self, kube: Kube, namespace: str = NAMESPACE) -> None:
         self.kube = kube
         jsonpath = (
-            "{range .items[*]}{.spec.nodeName}{'\\t'}{.status.phase}{'\\t'}"
-            "{.metadata.deletionTimestamp}{'\\t'}{.status.containerStatuses[*].ready}{'\\t'}"
-            "{.spec.containers[?(@.name=='" + DRIVER_CONTAINER + "')].image}{'\\n'}{end}"
+            '{.spec.nodeName}{"|"}{.status.phase}{"|"}{.metadata.deletionTimestamp}{"|"}'
+            '{.status.containerStatuses[*].ready}{"|"}'
+            '{.spec.containers[?(@.name=="' + DRIVER_CONTAINER + '")].image}{"\\n"}'
         )
-        # A watch prints objects one at a time: wrap each event's object as a list of one.
         self._cmd = [
             str(kube.kubectl_path), "get", "pods", "-n", namespace, "-l", f"app={DRIVER_APP}",
-            "--watch", "-o", "jsonpath=" + jsonpath.replace("{range .items[*]}", "").replace("{end}", ""),
+            "--watch", "-o", f"jsonpath={jsonpath}",
         ]  # fmt: skip
         self._stop = threading.Event()
         self._proc: subprocess.Popen[str] | None = None
@@ -241,7 +248,7 @@ class DriverLabels:
             )
             assert self._proc.stdout is not None
             for line in self._proc.stdout:
-                self._handle(line.rstrip("\n").split("\t"))
+                self._handle(line.rstrip("\n").split("|"))
             self._proc.wait()
             self._stop.wait(1)
 
@@ -256,7 +263,9 @@ class DriverLabels:
         if len(parts) != 3:
             return
         labels = {
-            key: value for (_, keys), value in zip(DRIVER_LABEL_KEYS.items(), parts, strict=True) for key in keys
+            key: value
+            for (_, keys), value in zip(DRIVER_LABEL_KEYS.items(), parts, strict=True)
+            for key in keys
         }
         labels["nvidia.com/cuda.driver-version.full"] = version
         current = self.kube.run("get", "node", node, "-o", "json", check=False)
@@ -290,7 +299,15 @@ class GpuOperator:
 
     def apply_policy(self, version: str = FIRST_VERSION, **upgrade: Any) -> None:
         document = json.dumps(cluster_policy(version, **upgrade))
-        self.kube.run("apply", "--server-side", "--field-manager=gpudrv-e2e", "--force-conflicts", "-f", "-", stdin=document)
+        self.kube.run(
+            "apply",
+            "--server-side",
+            "--field-manager=gpudrv-e2e",
+            "--force-conflicts",
+            "-f",
+            "-",
+            stdin=document,
+        )
 
     def get_policy(self) -> dict[str, Any]:
         policy: dict[str, Any] = self.kube.get("clusterpolicy", self.policy)
@@ -310,7 +327,26 @@ class GpuOperator:
 
     def add_nodes(self, nodes: FakeNodes, *names: str, **labels: str) -> list[str]:
         """Fake GPU nodes the operator manages (with the FakeNodes selector label)."""
-        return [nodes.add(name, **{**OPERATOR_NODE_LABELS, **labels}) for name in names]
+        from tests.e2e.conftest import GPU_LABELS
+
+        return [nodes.add(name, **{**GPU_LABELS, **NFD_GPU_LABEL, **labels}) for name in names]
+
+    def remove_nodes(self, names: list[str]) -> None:
+        """Deletes the nodes, then the pods bound to them. kwok stops simulating a deleted node's
+        pods, and the pod garbage collector takes its time with them; until they go, the driver
+        DaemonSet has more pods than nodes and the upgrade controller's BuildState fails
+        ("driver DaemonSet should not have Unscheduled pods", k8s-operator-libs
+        pkg/upgrade/upgrade_state.go), which would stall the next test's upgrade."""
+        if not names:
+            return
+        self.kube.run("delete", "node", *names, "--ignore-not-found", "--wait=true", check=False)
+        for pod in self.kube.get("pods", "-A")["items"]:
+            if pod["spec"].get("nodeName") in names:
+                meta = pod["metadata"]
+                self.kube.run(
+                    "delete", "pod", meta["name"], "-n", meta["namespace"], "--grace-period=0", "--force",
+                    "--ignore-not-found", check=False,
+                )  # fmt: skip
 
     def node(self, name: str) -> dict[str, Any]:
         node: dict[str, Any] = self.kube.get("node", name)
@@ -337,7 +373,9 @@ class GpuOperator:
             current = self.state(name)
 
     def label(self, name: str, key: str, value: str | None) -> None:
-        self.kube.run("label", "node", name, f"{key}={value}" if value is not None else f"{key}-", "--overwrite")
+        self.kube.run(
+            "label", "node", name, f"{key}={value}" if value is not None else f"{key}-", "--overwrite"
+        )
 
     def node_events(self, name: str) -> list[str]:
         """The node's events, oldest first, as `type reason: message` (the operator's upgrade events
@@ -369,18 +407,23 @@ class GpuOperator:
             return False
         images = {c["name"]: c["image"] for c in pod["spec"]["containers"]}
         statuses = pod["status"].get("containerStatuses") or []
-        return images.get(DRIVER_CONTAINER) == self.driver_image(version) and all(s["ready"] for s in statuses)
+        return images.get(DRIVER_CONTAINER) == self.driver_image(version) and all(
+            s["ready"] for s in statuses
+        )
 
     def wait_for_driver(self, names: list[str], version: str, timeout: float = 180) -> None:
         for name in names:
             self.kube.wait_for(
-                f"a Ready {version} driver pod on {name}", lambda n=name: self.driver_running(n, version), timeout
+                f"a Ready {version} driver pod on {name}",
+                lambda n=name: self.driver_running(n, version),
+                timeout,
             )
 
     def validator_ready(self, node: str) -> bool:
         pods = self.pods(VALIDATOR_APP, node)
         return bool(pods) and all(
-            p["status"].get("phase") == "Running" and all(s["ready"] for s in p["status"].get("containerStatuses") or [])
+            p["status"].get("phase") == "Running"
+            and all(s["ready"] for s in p["status"].get("containerStatuses") or [])
             for p in pods
         )
 
@@ -395,8 +438,23 @@ class GpuOperator:
         patch = json.dumps({"status": {"containerStatuses": statuses, "conditions": conditions}})
         meta = pod["metadata"]
         self.kube.run(
-            "patch", "pod", meta["name"], "-n", meta["namespace"], "--subresource=status", "--type=merge", "-p", patch
+            "patch",
+            "pod",
+            meta["name"],
+            "-n",
+            meta["namespace"],
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            patch,
         )
+
+    def advertise_gpus(self, name: str, count: int) -> None:
+        """Puts nvidia.com/gpu in the node's capacity, as the device plugin would (it is off: kwok
+        keeps a node's capacity), so GPU workloads schedule there."""
+        resources = {"nvidia.com/gpu": str(count)}
+        patch = json.dumps({"status": {"capacity": resources, "allocatable": resources}})
+        self.kube.run("patch", "node", name, "--subresource=status", "--type=merge", "-p", patch)
 
     def daemonsets(self) -> list[str]:
         items = self.kube.get("daemonsets", "-n", self.namespace)["items"]
@@ -409,6 +467,13 @@ class GpuOperator:
             yield recorder
         finally:
             recorder.stop()
+
+
+@pytest.fixture
+def operator_nodes(gpu_operator: GpuOperator, nodes: FakeNodes) -> Iterator[FakeNodes]:
+    """`nodes`, whose nodes go with the pods bound to them at the end (GpuOperator.remove_nodes)."""
+    yield nodes
+    gpu_operator.remove_nodes(nodes.created)
 
 
 @pytest.fixture(scope="module")
