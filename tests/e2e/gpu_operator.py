@@ -372,6 +372,18 @@ class GpuOperator:
             time.sleep(0.5)
             current = self.state(name)
 
+    def wait_for_upgraded(self, name: str, version: str, timeout: float = 180) -> None:
+        """upgrade-done with a Ready driver pod of `version`: right after a version change the node
+        still shows the previous upgrade-done until the operator has seen the new DaemonSet."""
+        deadline = time.monotonic() + timeout
+        while not (self.state(name) == "upgrade-done" and self.driver_running(name, version)):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"node {name} is at {self.state(name)!r} without a Ready {version} driver after "
+                    f"{timeout:.0f}s; its events:\n" + "\n".join(self.node_events(name))
+                )
+            time.sleep(0.25)
+
     def label(self, name: str, key: str, value: str | None) -> None:
         self.kube.run(
             "label", "node", name, f"{key}={value}" if value is not None else f"{key}-", "--overwrite"
@@ -463,6 +475,10 @@ class GpuOperator:
     @contextlib.contextmanager
     def recording(self, selector: str) -> Iterator[StateRecorder]:
         recorder = StateRecorder(self.kube, selector)
+        # kubectl lists, then watches from that list's revision: wait for the list, or a change
+        # made before kubectl got there (a whole upgrade takes 2 s) is never seen.
+        names = set(self.states(selector))
+        self.kube.wait_for("the node watch to start", lambda: names <= set(recorder._last), 60)
         try:
             yield recorder
         finally:

@@ -71,9 +71,9 @@ def test_operator_upgrades_a_node_to_upgrade_done(
     with gpu_operator.recording(operator_nodes.selector) as recorder:
         started = time.monotonic()
         gpu_operator.apply_policy(new)
-        gpu_operator.wait_for_state(node, "upgrade-done", timeout=240)
+        gpu_operator.wait_for_upgraded(node, new, timeout=240)
         elapsed = time.monotonic() - started
-        time.sleep(1)  # the watch's last lines
+        recorder.caught_up(node, "upgrade-done")
     states = [s for s in recorder.states_of(node) if s]
     # The label's history from the watch: done at the old version, then the whole path.
     assert states[-len(NO_DRAIN_PATH) :] == NO_DRAIN_PATH, " -> ".join(states)
@@ -103,7 +103,7 @@ def test_skip_label_holds_a_node_at_upgrade_required(
     new = "575.51.03" if not old.startswith("575.51.03") else "575.57.08"
 
     gpu_operator.apply_policy(new, maxParallelUpgrades=1)
-    gpu_operator.wait_for_state(go, "upgrade-done", timeout=240)
+    gpu_operator.wait_for_upgraded(go, new, timeout=240)
     gpu_operator.wait_for_state(skip, "upgrade-required", timeout=30)
     # ProcessUpgradeRequiredNodes passes over it on every pass: still there, schedulable, old driver.
     time.sleep(5)
@@ -114,8 +114,7 @@ def test_skip_label_holds_a_node_at_upgrade_required(
 
     # The label is all that holds it: removed, the node goes the whole way.
     gpu_operator.label(skip, SKIP_LABEL, None)
-    gpu_operator.wait_for_state(skip, "upgrade-done", timeout=240)
-    assert gpu_operator.driver_running(skip, new)
+    gpu_operator.wait_for_upgraded(skip, new, timeout=240)
 
 
 def test_pdb_refusing_eviction_leaves_the_node_upgrade_failed_and_cordoned(
@@ -168,7 +167,7 @@ def test_pdb_refusing_eviction_leaves_the_node_upgrade_failed_and_cordoned(
     pod = gpu_operator.driver_pod(node)
     assert pod is not None
     gpu_operator.kube.run("delete", "pod", pod["metadata"]["name"], "-n", gpu_operator.namespace)
-    gpu_operator.wait_for_state(node, "upgrade-done", timeout=180)
+    gpu_operator.wait_for_upgraded(node, new, timeout=180)
     assert not gpu_operator.node(node)["spec"].get("unschedulable")
     gpu_operator.apply_policy(new)  # the module's policy back to the defaults
 
@@ -209,3 +208,36 @@ def pdb(app: str, namespace: str) -> dict[str, object]:
         "metadata": {"name": app, "namespace": namespace},
         "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": app}}},
     }
+
+
+def test_validator_not_ready_holds_the_node_at_validation_required(
+    gpu_operator: GpuOperator, operator_nodes: FakeNodes, unique: str
+) -> None:
+    """The new driver runs but the validator pod on the node is not Ready: the operator keeps the
+    node cordoned at validation-required, with the time it started waiting in an annotation (after
+    600 s it would be upgrade-failed, k8s-operator-libs pkg/upgrade/validation_manager.go)."""
+    names = gpu_operator.add_nodes(operator_nodes, f"{unique}-val")
+    node = names[0]
+    old = gpu_operator.get_policy()["spec"]["driver"]["version"]
+    _settle(gpu_operator, names, old)
+    (validator,) = gpu_operator.pods(VALIDATOR_APP, node)
+    gpu_operator.set_pod_ready(validator, False)
+    gpu_operator.kube.wait_for("the validator not Ready", lambda: not gpu_operator.validator_ready(node), 30)
+    new = "570.172.08" if not old.startswith("570.172.08") else "570.195.03"
+
+    gpu_operator.apply_policy(new)
+    gpu_operator.wait_for_state(node, "validation-required", timeout=120)
+    time.sleep(3)
+    after = gpu_operator.node(node)
+    assert gpu_operator.state(node) == "validation-required"
+    assert after["spec"].get("unschedulable") is True
+    assert "nvidia.com/gpu-driver-upgrade-validation-start-time" in after["metadata"]["annotations"]
+    assert gpu_operator.driver_running(node, new)
+
+    # Ready again, the next pass (any node label change wakes the controller) finishes the upgrade.
+    (validator,) = gpu_operator.pods(VALIDATOR_APP, node)
+    gpu_operator.set_pod_ready(validator, True)
+    gpu_operator.label(node, "e2e.gpudrv.dev/nudge", "1")
+    gpu_operator.wait_for_state(node, "upgrade-done", timeout=120)
+    annotations = gpu_operator.node(node)["metadata"]["annotations"]
+    assert "nvidia.com/gpu-driver-upgrade-validation-start-time" not in annotations
