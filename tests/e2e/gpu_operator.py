@@ -24,6 +24,7 @@ nvidia.com/cuda.driver.* and nvidia.com/cuda.driver-version.* labels, as GFD wou
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import subprocess
@@ -427,7 +428,7 @@ class GpuOperator:
         for name in names:
             self.kube.wait_for(
                 f"a Ready {version} driver pod on {name}",
-                lambda n=name: self.driver_running(n, version),
+                functools.partial(self.driver_running, name, version),
                 timeout,
             )
 

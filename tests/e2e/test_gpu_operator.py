@@ -9,6 +9,7 @@ version and looks only at its own nodes.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 
@@ -34,7 +35,7 @@ def _settle(operator: GpuOperator, names: list[str], version: str) -> None:
     upgrade-done: nothing to upgrade yet."""
     operator.wait_for_driver(names, version)
     for name in names:
-        operator.kube.wait_for(f"validator on {name}", lambda n=name: operator.validator_ready(n), 120)
+        operator.kube.wait_for(f"validator on {name}", functools.partial(operator.validator_ready, name), 120)
         operator.wait_for_state(name, "upgrade-done")
 
 
