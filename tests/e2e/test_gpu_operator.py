@@ -242,3 +242,34 @@ def test_validator_not_ready_holds_the_node_at_validation_required(
     gpu_operator.wait_for_state(node, "upgrade-done", timeout=120)
     annotations = gpu_operator.node(node)["metadata"]["annotations"]
     assert "nvidia.com/gpu-driver-upgrade-validation-start-time" not in annotations
+
+
+IN_PROGRESS = set(NO_DRAIN_PATH[1:-1]) | {"drain-required", "upgrade-failed"}
+
+
+def test_max_parallel_upgrades_bounds_the_nodes_in_progress(
+    gpu_operator: GpuOperator, operator_nodes: FakeNodes, unique: str
+) -> None:
+    """Three nodes, maxParallelUpgrades 2 (maxUnavailable 100%): never more than two nodes between
+    upgrade-required and upgrade-done at once (GetUpgradesAvailable, k8s-operator-libs
+    pkg/upgrade/upgrade_state.go), and all three finish."""
+    names = gpu_operator.add_nodes(operator_nodes, f"{unique}-1", f"{unique}-2", f"{unique}-3")
+    old = gpu_operator.get_policy()["spec"]["driver"]["version"]
+    _settle(gpu_operator, names, old)
+    new = "580.95.05" if not old.startswith("580.95.05") else "580.105.08"
+
+    with gpu_operator.recording(operator_nodes.selector) as recorder:
+        gpu_operator.apply_policy(new, maxParallelUpgrades=2, maxUnavailable="100%")
+        for name in names:
+            gpu_operator.wait_for_upgraded(name, new, timeout=240)
+        for name in names:
+            recorder.caught_up(name, "upgrade-done")
+    current: dict[str, str | None] = {}
+    most = 0
+    for t in recorder.transitions:
+        current[t.node] = t.state
+        most = max(most, sum(1 for s in current.values() if s in IN_PROGRESS))
+    assert most == 2, [(t.node, t.state) for t in recorder.transitions]
+    for name in names:
+        assert [s for s in recorder.states_of(name) if s][-len(NO_DRAIN_PATH) :] == NO_DRAIN_PATH
+    gpu_operator.apply_policy(new)  # the module's policy back to the defaults
