@@ -247,12 +247,17 @@ def test_validator_not_ready_holds_the_node_at_validation_required(
 IN_PROGRESS = set(NO_DRAIN_PATH[1:-1]) | {"drain-required", "upgrade-failed"}
 
 
-def test_max_parallel_upgrades_bounds_the_nodes_in_progress(
+def test_max_parallel_upgrades_paces_the_nodes(
     gpu_operator: GpuOperator, operator_nodes: FakeNodes, unique: str
 ) -> None:
-    """Three nodes, maxParallelUpgrades 2 (maxUnavailable 100%): never more than two nodes between
-    upgrade-required and upgrade-done at once (GetUpgradesAvailable, k8s-operator-libs
-    pkg/upgrade/upgrade_state.go), and all three finish."""
+    """Three nodes, maxParallelUpgrades 2 (maxUnavailable 100%): two start together, the third only
+    once one of them has had its driver pod deleted, and all three finish.
+
+    The bound is not strict: BuildState skips a driver pod the scheduler has not placed yet
+    (k8s-operator-libs pkg/upgrade/upgrade_state.go:263-267), so for a moment after the operator
+    deletes a node's old driver pod that node counts neither as in progress nor at all, and the
+    third node may start while both others are still in progress (seen: the operator logged
+    "currently in progress":3 with "max parallel upgrades":2)."""
     names = gpu_operator.add_nodes(operator_nodes, f"{unique}-1", f"{unique}-2", f"{unique}-3")
     old = gpu_operator.get_policy()["spec"]["driver"]["version"]
     _settle(gpu_operator, names, old)
@@ -264,12 +269,24 @@ def test_max_parallel_upgrades_bounds_the_nodes_in_progress(
             gpu_operator.wait_for_upgraded(name, new, timeout=240)
         for name in names:
             recorder.caught_up(name, "upgrade-done")
+    history = "\n".join(
+        f"{t.at - recorder.transitions[0].at:6.2f} {t.node} {t.state}" for t in recorder.transitions
+    )
     current: dict[str, str | None] = {}
+    started: list[tuple[str, dict[str, str | None]]] = []  # each node's cordon-required, and the others then
     most = 0
     for t in recorder.transitions:
         current[t.node] = t.state
-        most = max(most, sum(1 for s in current.values() if s in IN_PROGRESS))
-    assert most == 2, [(t.node, t.state) for t in recorder.transitions]
+        if t.state == "cordon-required":
+            started.append((t.node, dict(current)))
+        most = max(most, sum(1 for state in current.values() if state in IN_PROGRESS))
+    assert len(started) == 3, history
+    first, second, (third, others) = started[0][1], started[1][1], started[2]
+    assert sum(1 for s in second.values() if s in IN_PROGRESS) == 2, history  # two together
+    restarted = {"pod-restart-required", "validation-required", "uncordon-required", "upgrade-done"}
+    assert any(s in restarted for n, s in others.items() if n != third), history
+    assert first and 2 <= most <= 3, history
     for name in names:
         assert [s for s in recorder.states_of(name) if s][-len(NO_DRAIN_PATH) :] == NO_DRAIN_PATH
+    print(f"\nmost nodes in progress at once: {most} (maxParallelUpgrades 2)")
     gpu_operator.apply_policy(new)  # the module's policy back to the defaults
