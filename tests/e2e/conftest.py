@@ -175,3 +175,8 @@ def nodes(kube: Kube) -> Iterator[FakeNodes]:
 def unique() -> str:
     """A short prefix that keeps this test's node names its own."""
     return f"t{uuid.uuid4().hex[:6]}"
+
+
+# The real GPU Operator (scripts/operator) for the modules that ask for it; imported last because
+# tests/e2e/gpu_operator.py builds on the helpers above.
+from tests.e2e.gpu_operator import gpu_operator, operator_nodes  # noqa: E402, F401
