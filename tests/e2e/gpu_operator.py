@@ -261,14 +261,19 @@ class DriverLabels:
             return
         version = image.rpartition(":")[2].split("-")[0]
         parts = version.split(".")
-        if len(parts) != 3:
+        if len(parts) == 1 and version.isdigit():
+            # A precompiled image's tag names the branch only (<branch>-<kernel>-<os>): GFD would
+            # report the full version the driver has; the branch is what this fake knows of it.
+            labels = dict.fromkeys(DRIVER_LABEL_KEYS["major"], version)
+        elif len(parts) == 3:
+            labels = {
+                key: value
+                for (_, keys), value in zip(DRIVER_LABEL_KEYS.items(), parts, strict=True)
+                for key in keys
+            }
+            labels["nvidia.com/cuda.driver-version.full"] = version
+        else:
             return
-        labels = {
-            key: value
-            for (_, keys), value in zip(DRIVER_LABEL_KEYS.items(), parts, strict=True)
-            for key in keys
-        }
-        labels["nvidia.com/cuda.driver-version.full"] = version
         current = self.kube.run("get", "node", node, "-o", "json", check=False)
         if current.returncode != 0:
             return
