@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import gpudrv_command, gpudrv_env
 from tests.e2e.conftest import FakeNodes, Kube
+from tests.e2e.gitops import GitLab
 from tests.e2e.gpu_operator import (
     REGISTRY,
     SKIP_LABEL,
@@ -36,6 +37,10 @@ KERNELS = ("5.15.0-119-generic", "6.8.0-45-generic")
 
 
 def precompiled(version: str, **upgrade: Any) -> dict[str, Any]:
+    """The module's ClusterPolicy with precompiled drivers (gpudrv gates those). maxUnavailable 100%:
+    the operator counts every cordoned GPU node in the cluster against it, and these tests must not
+    depend on what other nodes the cluster has; gpudrv's holds do the staging."""
+    upgrade = {"maxUnavailable": "100%", **upgrade}
     document = cluster_policy(version, **upgrade)
     document["spec"]["driver"]["usePrecompiled"] = True
     return document
@@ -321,3 +326,18 @@ def test_killed_mid_rollout_a_rerun_completes_with_nothing_left_held(
     for name in fleet.names:
         assert on_image(gpu_operator, name, NEW) and gpu_operator.state(name) == "upgrade-done"
     assert leftovers(gpu_operator, fleet.names) == []
+
+
+def test_lab_mode_refuses_to_run_beside_the_operator(
+    gpu_operator: GpuOperator, kube: Kube, tmp_path: Path
+) -> None:
+    """The lab's label-driven apply on a cluster where the real operator runs: exit 2, one line,
+    before it writes anything."""
+    lab = GitLab.create(kube, tmp_path)
+    result = lab.gpudrv("apply", "--from", "clusters/lab")
+    assert (result.returncode, result.stdout) == (2, ""), result.stdout + result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(
+        f"gpudrv: lab mode refused: ClusterPolicy {gpu_operator.policy} in the cluster at "
+    )
+    assert "two controllers must never drive one label" in line
