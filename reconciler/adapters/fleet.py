@@ -1,30 +1,32 @@
-"""Reads and writes an upgrade needs: whole nodes, pods on a node, PDBs, evictions, patches, events.
+"""Reads and writes an upgrade needs: GPU nodes, pods on nodes, PDBs, evictions, patches, events.
 
 Everything goes through the gateway (kube.py): it sends the requests, parses the JSON and maps
-HTTP errors; request bodies are plain dicts.
+HTTP errors; request bodies are plain dicts. Reads of the whole fleet are a constant number of
+requests whatever its size: one metadata-only node list plus the names of the cordoned nodes, one
+pod list for any number of nodes (docs/scale.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.adapters.cluster import Cluster
-from reconciler.adapters.kube import raw
-from reconciler.core import budget
-from reconciler.core.tags import GPU_PRESENT
+from reconciler.adapters.cluster import GPU_SELECTOR, NODES, Cluster
+from reconciler.core import budget, reads
 from reconciler.core.upgrade import LiveNode
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
+PODS = "/api/v1/pods"
+BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 
 
 class EvictionOutcome(StrEnum):
@@ -49,35 +51,47 @@ class Fleet:
 
     # --- reads -----------------------------------------------------------------------------------
 
-    def gpu_nodes(self) -> list[LiveNode]:
-        core = self.gateway.core()
-        page = self.gateway.read(
-            lambda: core.list_node_with_http_info(label_selector=f"{GPU_PRESENT}=true", **raw())
-        )
-        return [kube.live_node(item) for item in page.get("items") or []]
+    def gpu_nodes(self, labels: Collection[str] | None = None) -> list[LiveNode]:
+        """Every GPU node with only `labels` (None: all) and gpudrv's annotations: two requests."""
+        return self.live_nodes(GPU_SELECTOR, labels)
+
+    def live_nodes(self, selector: str, labels: Collection[str] | None = None) -> list[LiveNode]:
+        """The nodes the label selector picks ("" for all). Whole Node objects would carry the status
+        (images, conditions) for nothing: metadata, and the names of the cordoned nodes beside it."""
+        cordoned = self.cluster.cordoned(selector)
+        return [
+            LiveNode(node, node.name in cordoned, kube.kept_annotations(document, reads.ANNOTATIONS))
+            for node, document in self.cluster.node_documents(selector, labels)
+        ]
 
     def node(self, name: str) -> tuple[LiveNode, str] | None:
         """The node and its resourceVersion, or None if there is no such node."""
-        core = self.gateway.core()
-        document = self.gateway.read(lambda: core.read_node_with_http_info(name, **raw()), missing_ok=True)
+        document = self.gateway.read(
+            lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}"), missing_ok=True
+        )
         if document is None:
             return None
         return kube.live_node(document), str(document["metadata"].get("resourceVersion", ""))
 
     def pods_on(self, node: str) -> list[budget.Pod]:
-        core = self.gateway.core()
-        page = self.gateway.read(
-            lambda: core.list_pod_for_all_namespaces_with_http_info(
-                field_selector=f"spec.nodeName={node}", **raw()
-            )
-        )
+        query = {"fieldSelector": f"spec.nodeName={node}"}
+        page = self.gateway.read(lambda: self.gateway.request("GET", PODS, query))
         return [kube.pod(item) for item in page.get("items") or []]
 
+    def pods_on_nodes(self, nodes: Collection[str]) -> dict[str, list[budget.Pod]]:
+        """The pods on each of `nodes`: one list of every pod, streamed, keeping theirs (none asked:
+        no request). Per-node field selectors would be one request per node."""
+        found: dict[str, list[budget.Pod]] = {name: [] for name in nodes}
+        if not found:
+            return found
+        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS)):
+            on = (item.get("spec") or {}).get("nodeName")
+            if on in found:
+                found[on].append(kube.pod(item))
+        return found
+
     def budgets(self) -> list[budget.Budget]:
-        policy = self.gateway.policy()
-        page = self.gateway.read(
-            lambda: policy.list_pod_disruption_budget_for_all_namespaces_with_http_info(**raw())
-        )
+        page = self.gateway.read(lambda: self.gateway.request("GET", BUDGETS))
         return [kube.disruption_budget(item) for item in page.get("items") or []]
 
     # --- writes ----------------------------------------------------------------------------------
@@ -104,10 +118,8 @@ class Fleet:
         body: dict[str, Any] = {"metadata": metadata} if metadata else {}
         if unschedulable is not None:
             body["spec"] = {"unschedulable": unschedulable or None}
-        core = self.gateway.core()
-        self.gateway.write(
-            lambda: core.patch_node_with_http_info(name, body, _content_type=MERGE_PATCH, **raw())
-        )
+        path = f"{NODES}/{kube.segment(name)}"
+        self.gateway.write(lambda: self.gateway.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
     def evict(self, target: budget.Pod) -> Eviction:
         body = {
@@ -115,13 +127,9 @@ class Fleet:
             "kind": "Eviction",
             "metadata": {"name": target.name, "namespace": target.namespace},
         }
-        core = self.gateway.core()
+        path = f"{_pod_path(target)}/eviction"
         try:
-            self.gateway.write(
-                lambda: core.create_namespaced_pod_eviction_with_http_info(
-                    target.name, target.namespace, body, **raw()
-                )
-            )
+            self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
         except kube.NotFound:
             return Eviction(EvictionOutcome.GONE)
         except kube.ApiError as exc:
@@ -131,11 +139,9 @@ class Fleet:
         return Eviction(EvictionOutcome.EVICTED)
 
     def delete_pod(self, target: budget.Pod) -> None:
-        core = self.gateway.core()
+        path = _pod_path(target)
         with contextlib.suppress(kube.NotFound):  # already gone: what we wanted
-            self.gateway.write(
-                lambda: core.delete_namespaced_pod_with_http_info(target.name, target.namespace, **raw())
-            )
+            self.gateway.write(lambda: self.gateway.request("DELETE", path))
 
     def apply_budget(self, namespace: str, name: str, spec: Mapping[str, Any]) -> None:
         """Server-side apply as field manager gpudrv, forcing conflicts: git is the source of truth."""
@@ -145,17 +151,11 @@ class Fleet:
             "metadata": {"name": name, "namespace": namespace},
             "spec": dict(spec),
         }
-        policy = self.gateway.policy()
+        path = f"/apis/policy/v1/namespaces/{kube.segment(namespace)}/poddisruptionbudgets/"
+        path += kube.segment(name)
+        query: dict[str, str | bool | None] = {"fieldManager": FIELD_MANAGER, "force": True}
         self.gateway.write(
-            lambda: policy.patch_namespaced_pod_disruption_budget_with_http_info(
-                name,
-                namespace,
-                manifest,
-                field_manager=FIELD_MANAGER,
-                force=True,
-                _content_type=APPLY_PATCH,
-                **raw(),
-            )
+            lambda: self.gateway.request("PATCH", path, query, body=manifest, content_type=APPLY_PATCH)
         )
 
     def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
@@ -174,7 +174,9 @@ class Fleet:
             "lastTimestamp": now,
             "count": 1,
         }
-        core = self.gateway.core()
-        self.gateway.write(
-            lambda: core.create_namespaced_event_with_http_info(EVENT_NAMESPACE, body, **raw())
-        )
+        path = f"/api/v1/namespaces/{EVENT_NAMESPACE}/events"
+        self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
+
+
+def _pod_path(target: budget.Pod) -> str:
+    return f"/api/v1/namespaces/{kube.segment(target.namespace)}/pods/{kube.segment(target.name)}"

@@ -1,21 +1,28 @@
 """The one gateway to the Kubernetes API: the client, the JSON it returns as core data, and its errors.
 
 Only this module imports `kubernetes` (an import contract says so), and only inside functions, so
-offline commands never pay for it. Every request goes out with `_preload_content=False` and the JSON
-is parsed here: the client's model layer is slow for big lists and strict about plain-dict bodies.
+offline commands never pay for it. Requests go through the client's `ApiClient` (`Gateway.request`:
+its configuration, auth and connection pool) without the generated API classes: importing
+`CoreV1Api` alone costs about 1.5 s and 20 MiB of pydantic models, more than a 5,000-node list.
+The JSON is parsed here, never by the client's model layer: a big list is streamed item by item
+(`Gateway.items`, jsonstream) so only the fields a command keeps stay in memory (docs/scale.md).
 HTTP statuses become typed errors once, here; callers catch NotFound or Conflict, never a status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
+from reconciler import __version__
+from reconciler.adapters import jsonstream
 from reconciler.core import budget, diff
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode
@@ -23,6 +30,11 @@ from reconciler.errors import GpudrvError
 
 PAGE_SIZE = 500
 TIMEOUT = (5, 30)  # (connect, read) seconds: an unreachable cluster fails fast, a big list still completes
+JSON = "application/json"
+# Node and pod lists ask for metadata only where labels and annotations are all a command reads.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+USER_AGENT = f"gpudrv/{__version__}"
 
 
 @dataclass(frozen=True)
@@ -127,16 +139,71 @@ class Gateway:
             if not token:
                 return
 
+    def items(self, request: Callable[[], Any]) -> Iterator[dict[str, Any]]:
+        """Every item of one list response, each as soon as it has arrived: the body is never held
+        whole (jsonstream). `request` is one list request without `limit`, so there is no continue
+        token to follow: one request whatever the size of the list (docs/scale.md says why)."""
+        with self._answers():
+            response = request()
+        finished = False
+        try:
+            with self._answers():
+                yield from jsonstream.ListStream(response.stream(jsonstream.CHUNK))
+            finished = True
+        except jsonstream.StreamError as exc:
+            raise GpudrvError(f"the cluster at {self.host} sent a list that is not JSON: {exc}") from None
+        finally:
+            # A connection with unread bytes must not go back to the pool.
+            response.release_conn() if finished else response.close()
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str | bool | None] | None = None,
+        *,
+        accept: str = JSON,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """One HTTP request through the ApiClient, as a generated `*_with_http_info(...,
+        _preload_content=False)` method makes it (configuration, auth, timeout, pool), and the same
+        answer: the unread urllib3 response, or the client's ApiException for a status outside 2xx.
+        None values in `query` are left out."""
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": accept, **({"Content-Type": content_type} if content_type else {})}
+        params = [(key, value) for key, value in (query or {}).items() if value is not None]
+        serialized = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        answer = self.api_client.call_api(*serialized, _request_timeout=raw()["_request_timeout"])
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException(http_resp=answer)
+        return answer.response
+
     def write(self, request: Callable[[], Any]) -> None:
         self._send(request)
 
     def _send(self, request: Callable[[], Any]) -> Any:
+        with self._answers():
+            # Read the whole answer: a pooled connection must not keep unread bytes.
+            return request().data
+
+    @contextlib.contextmanager
+    def _answers(self) -> Iterator[None]:
+        """The client's exceptions as typed errors."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            # Read the whole answer: a pooled connection must not keep unread bytes.
-            return request().data
+            yield
         except ApiException as exc:
             raise self._error(exc) from None
         except HTTPError as exc:
@@ -153,6 +220,11 @@ class Gateway:
         causes = tuple(str(c["message"]) for c in details.get("causes") or [] if c.get("message"))
         kind = _BY_STATUS.get(status, ApiError)
         return kind(self.host, status, str(exc.reason), str(body.get("message", "")).strip(), causes)
+
+
+def segment(name: str) -> str:
+    """A name as one URL path segment, quoted as the generated API methods quote path parameters."""
+    return quote(name, safe="")
 
 
 def raw(**extra: Any) -> dict[str, Any]:
@@ -180,6 +252,7 @@ def connect(options: Options) -> Gateway:
             )
     except ConfigException as exc:
         raise GpudrvError(f"kubeconfig: {str(exc).splitlines()[0]}") from None
+    api.user_agent = USER_AGENT  # the API server's audit log and metrics name gpudrv
     return Gateway(api, api.configuration.host)
 
 
@@ -207,6 +280,23 @@ def node(document: Mapping[str, Any]) -> Node:
     """A Node (or its PartialObjectMetadata): the name and labels."""
     metadata = document.get("metadata") or {}
     return Node(str(metadata.get("name", "")), dict(metadata.get("labels") or {}))
+
+
+def kept(node: Node, labels: Collection[str] | None, shared: dict[str, str] | None = None) -> Node:
+    """The node with only the labels a command reads (None: all of them). Label values repeat across
+    a fleet: with `shared`, one string object per distinct value (10,000 nodes hold ~100 strings,
+    not 10,000 copies of "true" and the same kernel)."""
+    if labels is None:
+        return node
+    found = node.labels
+    memo = {} if shared is None else shared
+    return Node(node.name, {key: memo.setdefault(found[key], found[key]) for key in labels if key in found})
+
+
+def kept_annotations(document: Mapping[str, Any], keys: Collection[str]) -> dict[str, str]:
+    """Only these annotations of an object (gpudrv's own: NFD's alone can be kilobytes)."""
+    annotations = (document.get("metadata") or {}).get("annotations") or {}
+    return {key: str(annotations[key]) for key in keys if key in annotations}
 
 
 def live_node(document: Mapping[str, Any]) -> LiveNode:

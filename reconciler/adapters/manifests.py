@@ -7,9 +7,6 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from ruamel.yaml import YAML
-from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, YAMLError
-
 from reconciler.adapters import positions
 from reconciler.adapters.files import read_text
 from reconciler.core import node_schema
@@ -45,6 +42,10 @@ _parsed: dict[Path, tuple[str, tuple[tuple[int, Any], ...], GpudrvError | None]]
 
 
 def _parse(path: Path, text: str) -> tuple[tuple[tuple[int, Any], ...], GpudrvError | None]:
+    # Imported here: a live command that reads no manifest never pays for the YAML library.
+    from ruamel.yaml import YAML
+    from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, YAMLError
+
     documents: list[tuple[int, Any]] = []
     try:
         with warnings.catch_warnings():

@@ -16,3 +16,10 @@ class Output(StrEnum):
     JSON = "json"
     MARKDOWN = "markdown"
     GITHUB = "github"
+
+
+class Installer(StrEnum):
+    """How `apply` gets the driver installed (here, so the CLI builds its parser without apply)."""
+
+    LABELS = "labels"  # gpudrv sets the driver labels itself (the lab's stand-in for the operator)
+    WAIT = "wait"  # the GPU Operator installs; gpudrv waits for its driver pod and GFD's labels

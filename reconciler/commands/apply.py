@@ -14,7 +14,6 @@ import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import ClassVar
 
@@ -22,7 +21,7 @@ from reconciler.adapters import kube
 from reconciler.adapters import operator as operator_files
 from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, Installer
 from reconciler.commands import upgrades as up
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
@@ -44,11 +43,6 @@ from reconciler.render.upgrades import plan_text
 LEASE_SECONDS = 60.0
 DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on its driver pods
 BUDGET_SETTLE_SECONDS = 30.0
-
-
-class Installer(StrEnum):
-    LABELS = "labels"  # gpudrv sets the driver labels itself (the lab's stand-in for the operator)
-    WAIT = "wait"  # the GPU Operator installs; gpudrv waits for its driver pod and GFD's labels
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from reconciler.adapters import cluster, github, kube, manifests, operator
 from reconciler.commands import FINDINGS, OK, Output
+from reconciler.core import reads
 from reconciler.core.diff import diff
 from reconciler.render import diff as show
 
@@ -18,7 +19,8 @@ def run(desired_dir: Path, options: kube.Options, output: Output) -> int:
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
     live_resources = operator.live_resources(live.gateway)
-    drift = diff(nodes, live.nodes(), budgets, live_budgets, (resources, live_resources))
+    live_nodes = live.nodes(reads.for_declared(nodes))
+    drift = diff(nodes, live_nodes, budgets, live_budgets, (resources, live_resources))
     if output is Output.GITHUB:
         github.publish(
             show.annotate(drift, desired_dir), show.summary(drift, desired_dir), show.closing(drift)

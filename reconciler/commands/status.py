@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -9,7 +10,7 @@ from reconciler.adapters import github, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output
-from reconciler.core import audit, budget, rollout, tags, upgrade
+from reconciler.core import audit, budget, reads, rollout, tags, upgrade
 from reconciler.core.operator import Want
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
@@ -29,23 +30,26 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
-    live = sorted(fleet.gpu_nodes(), key=lambda node: node.name)
+    live = sorted(fleet.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
     budgets = fleet.budgets() if live else []
     wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
+    # One pod list for every node a budget may hold, not a request per node.
+    held = [node.name for node in live if _drain_ahead(node, desired.get(node.name))]
+    pods = fleet.pods_on_nodes(held)
     return [
-        _row(fleet, node, desired.get(node.name), wants[node.name], in_matrix=in_matrix, budgets=budgets)
+        _row(node, desired.get(node.name), wants[node.name], in_matrix=in_matrix, budgets=budgets, pods=pods)
         for node in live
     ]
 
 
 def _row(
-    fleet: Fleet,
     live: LiveNode,
     desired: Node | None,
     want: Want,
     *,
     in_matrix: frozenset[str],
     budgets: list[budget.Budget],
+    pods: Mapping[str, list[budget.Pod]],
 ) -> show.Row:
     running = upgrade.driver(live.node.labels)
     wanted = upgrade.driver(desired.labels) if desired else None
@@ -58,29 +62,38 @@ def _row(
         in_matrix=tag in in_matrix if tag else False,
         state=live.node.labels.get(tags.UPGRADE_STATE),
         schedulable=not live.unschedulable,
-        blocker=_blocker(fleet, live, desired, budgets),
+        blocker=_blocker(live, desired, budgets, pods),
     )
 
 
-def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[budget.Budget]) -> str | None:
+def _blocker(
+    live: LiveNode, desired: Node | None, budgets: list[budget.Budget], pods: Mapping[str, list[budget.Pod]]
+) -> str | None:
     """What holds the node: a recorded failure, or a budget that refuses its drain now."""
     if failure := live.annotations.get(FAILURE):
         return failure
+    if not _drain_ahead(live, desired):
+        return None
+    found = budget.blockers(pods.get(live.name, []), budgets)
+    return "; ".join(b.message for b in found) or None
+
+
+def _drain_ahead(live: LiveNode, desired: Node | None) -> bool:
+    """A drain is due or under way on the node, and no failure is recorded: a budget may hold it."""
+    if live.annotations.get(FAILURE):
+        return False
     state = upgrade.state_of(live.node.labels)
     pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
     if not pending and state in (None, State.DONE, State.FAILED):
-        return None
-    if state not in (None, *upgrade.BEFORE_CORDON, State.POD_DELETION, State.DRAIN):
-        return None
-    found = budget.blockers(fleet.pods_on(live.name), budgets)
-    return "; ".join(b.message for b in found) or None
+        return False
+    return state in (None, *upgrade.BEFORE_CORDON, State.POD_DELETION, State.DRAIN)
 
 
 def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     contract = source.contract()
-    nodes = sorted(Fleet(source.live.gateway).gpu_nodes(), key=lambda node: node.name)
-    found = operator.wants(contract, [n.node for n in nodes])
+    nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
+    found = operator.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
     per_node = {
