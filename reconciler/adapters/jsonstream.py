@@ -71,7 +71,7 @@ class ListStream:
             except json.JSONDecodeError as exc:
                 if self._more():
                     continue  # cut short by the chunk's end: parse again with more text
-                raise StreamError(f"{exc.msg} at character {exc.pos}") from None
+                raise StreamError(exc.msg) from None
             # A number at the very end of the text may go on in the next chunk.
             if end == len(self._text) and isinstance(value, int | float) and self._more():
                 continue
