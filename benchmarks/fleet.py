@@ -423,9 +423,13 @@ def create_nodes(cluster: Cluster, count: int, workers: int = 8) -> float:
     """Creates the missing nodes of bench-00000 .. bench-<count-1>; returns the seconds it took."""
     have = {int(name[len(PREFIX) :]) for name in bench_nodes(cluster)}
     missing = [index for index in range(count) if index not in have]
-    if not missing:
-        return 0.0
+    extra = sorted(index for index in have if index >= count)  # a smaller fleet after a larger one
     started = time.perf_counter()
+    if extra:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(lambda index: cluster.call("DELETE", f"/api/v1/nodes/{node_name(index)}"), extra))
+    if not missing:
+        return time.perf_counter() - started
     local = threading.local()
     done, lock = [0], threading.Lock()
 
@@ -708,47 +712,68 @@ LOOP = (
     ' | jq -r -f "$W/jq/tag.jq" --rawfile m "$W/matrix/support-matrix.csv"'
 )
 
-# Runs one command with its output discarded: wall seconds and the peak RSS (KiB) of its largest process.
+# Runs one command with its output discarded: wall seconds, the peak RSS (KiB) of its largest process,
+# and the CPU seconds of the whole tree (what the load of a shared machine does not add to).
 WRAPPER = """
 import resource, subprocess, sys, time
 start = time.perf_counter()
 subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=False)
 elapsed = time.perf_counter() - start
-print(elapsed, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(elapsed, usage.ru_maxrss, usage.ru_utime + usage.ru_stime)
 """
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float]:
-    """(seconds, peak MiB) of `argv` in a fresh wrapper process."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float, float]:
+    """(seconds, peak MiB, CPU seconds) of `argv` in a fresh wrapper process."""
     out = subprocess.run(
         [sys.executable, "-c", WRAPPER, *argv], env=env, cwd=cwd, capture_output=True, text=True, check=True
     ).stdout.split()
-    return float(out[0]), int(out[1]) / 1024
+    return float(out[0]), int(out[1]) / 1024, float(out[2])
 
 
 @dataclass
 class Figures:
     times: dict[str, list[float]] = field(default_factory=dict)
     peaks: dict[str, float] = field(default_factory=dict)
+    cpu: dict[str, list[float]] = field(default_factory=dict)
 
-    def add(self, key: str, seconds: float, peak: float) -> None:
+    def add(self, key: str, seconds: float, peak: float, cpu: float) -> None:
         self.times.setdefault(key, []).append(seconds)
         self.peaks[key] = max(self.peaks.get(key, 0.0), peak)
+        self.cpu.setdefault(key, []).append(cpu)
 
     def median(self, key: str) -> float:
         return statistics.median(self.times[key])
 
+    def median_cpu(self, key: str) -> float:
+        return statistics.median(self.cpu[key])
+
 
 def measure(
-    cluster: Cluster, work: Path, kubectl: Path, env: dict[str, str], runs: int, *, loop: bool
+    cluster: Cluster,
+    work: Path,
+    kubectl: Path,
+    env: dict[str, str],
+    runs: int,
+    *,
+    loop: bool,
+    before: Path | None,
 ) -> Figures:
     figures = Figures()
+    # Another gpudrv's source tree (--before), run by this interpreter: the same commands, for comparison.
+    old = [sys.executable, "-m", "reconciler"]
+    old_env = {**env, "PYTHONPATH": str(before)}
     bash_env = {**env, "K": str(kubectl), "W": str(work)}
     for run in range(runs):
         # The fixed cost: interpreter, imports, kubeconfig, one small request.
         figures.add("fixed", *timed([str(GPUDRV), "tag", node_name(0)], env, work))
+        if before is not None:
+            figures.add("fixed/before", *timed([*old, "tag", node_name(0)], old_env, work))
         for command in commands(work):
             figures.add(f"{command.name}/gpudrv", *timed([str(GPUDRV), *command.args], env, work))
+            if before is not None:
+                figures.add(f"{command.name}/before", *timed([*old, *command.args], old_env, work))
             figures.add(f"{command.name}/raw", *timed(cluster.curl(command.requests), env, work))
             figures.add(f"{command.name}/kubectl", *timed(["bash", "-c", command.kubectl], bash_env, work))
         log(f"  run {run + 1}/{runs} done")
@@ -774,9 +799,16 @@ def table(size: int, figures: Figures) -> list[str]:
         peaks = f"{figures.peaks[f'{command}/gpudrv']:10.0f}  {figures.peaks[f'{command}/kubectl']:14.0f}"
         ratios = f"{ours / raw:5.2f}  {kubectl:12.2f}  {kubectl / ours:13.1f}x"
         lines.append(f"  {command:<16}{ours:8.2f} {raw:6.2f} {ratios}{loop}  {peaks}")
-    lines.append(
-        f"  fixed cost (gpudrv tag NODE): {figures.median('fixed'):.2f} s, {figures.peaks['fixed']:.0f} MiB"
-    )
+    fixed, cpu, peak = figures.median("fixed"), figures.median_cpu("fixed"), figures.peaks["fixed"]
+    lines.append(f"  fixed cost (gpudrv tag NODE): {fixed:.2f} s ({cpu:.2f} s CPU), {peak:.0f} MiB")
+    if "fixed/before" in figures.times:
+        lines.append("  --before        s    MiB  before/now")
+        for key in ("fixed", "audit", "status", "report", "diff", "plan", "explain"):
+            now, then = (key, f"{key}/before") if key == "fixed" else (f"{key}/gpudrv", f"{key}/before")
+            ratio = figures.median(then) / figures.median(now)
+            lines.append(
+                f"    {key:<10}{figures.median(then):6.2f} {figures.peaks[then]:6.0f} {ratio:10.1f}x"
+            )
     return lines
 
 
@@ -888,6 +920,12 @@ def main() -> int:
     parser.add_argument(
         "--work", type=Path, help="keep the matrix, the fleet in git and the jq programs here"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        metavar="DIR",
+        help="also time the gpudrv in this source tree, e.g. git archive BASE | tar -x -C DIR",
+    )
     args = parser.parse_args()
     missing = [tool for tool in ("curl", "jq", "git") if shutil.which(tool) is None]
     if missing:
@@ -918,7 +956,9 @@ def main() -> int:
                 if args.forms:
                     report += [*forms(cluster, size, args.runs), ""]
                     print("\n".join(report[-len(FORMS) - 2 :]), flush=True)
-                figures = measure(cluster, work, kubectl, env, args.runs, loop=size == args.loop_at)
+                figures = measure(
+                    cluster, work, kubectl, env, args.runs, loop=size == args.loop_at, before=args.before
+                )
                 report += [*table(size, figures), ""]
                 print("\n".join(table(size, figures)), flush=True)
         finally:
