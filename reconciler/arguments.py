@@ -12,15 +12,28 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import Any, NoReturn
 
 from reconciler.adapters import config
+from reconciler.adapters.registry import CONCURRENCY
 from reconciler.commands import Output
-from reconciler.core import duration
+from reconciler.core import duration, label_selector
+from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
 DEFAULT_MANIFESTS = Path("clusters")
 GITHUB_HELP = "github (annotations and a step summary; the default when GITHUB_ACTIONS=true)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with gpudrv's promise for bad input: exit 2 and one line on stderr (argparse prints
+    the usage too); the message flattened, as it may quote a value with a newline."""
+
+    def error(self, message: str) -> NoReturn:
+        flat = message.replace("\r", "\\r").replace("\n", "\\n")
+        verb = self.prog.partition(" ")[2]
+        self.exit(2, f"gpudrv: {verb + ': ' if verb else ''}{flat} (see {self.prog} --help)\n")
 
 
 @dataclass(frozen=True)
@@ -37,6 +50,18 @@ class Empty:
 
 def path(option: str) -> Callable[[str], Path | Empty]:
     return lambda text: Path(text) if text else Empty(option, "path")
+
+
+def file_path(option: str) -> Callable[[str], Path | Empty]:
+    """A path that names a file: `matrix.csv/` is refused (Path() would drop the slash and read the
+    file, where every other tool says "Not a directory")."""
+
+    def convert(text: str) -> Path | Empty:
+        if text.endswith(("/", "/.")) and not Path(text).is_dir():
+            raise argparse.ArgumentTypeError(f"{text!r}: not a directory (a trailing slash names one)")
+        return path(option)(text)
+
+    return convert
 
 
 def given(option: str, what: str) -> Callable[[str], str | Empty]:
@@ -59,6 +84,7 @@ def configure(args: argparse.Namespace) -> None:
     if "folder" in args and args.folder is None:  # manifests validate
         args.folder = settings.fleet or DEFAULT_MANIFESTS
     args.fleet = settings.fleet  # the desired state, for the commands that need it (see desired)
+    args.config_registry, args.config_path = settings.registry, settings.path  # see repository
 
 
 def desired(args: argparse.Namespace) -> Path:
@@ -98,13 +124,34 @@ def cluster_options(group: argparse.ArgumentParser | argparse._ArgumentGroup) ->
         help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
     )
     group.add_argument("--context", type=given("--context", "context name"), help="kubeconfig context to use")
+    group.add_argument(
+        "--request-timeout",
+        type=seconds,
+        metavar="D",
+        help="give up on a single API request after D, like kubectl (e.g. 10s; 0: never; "
+        "default: connect 5s, each read 15s, one answer 60s)",
+    )
+
+
+def selector_option() -> argparse.ArgumentParser:
+    """-l/--selector, as kubectl's: for the commands that list nodes."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "-l",
+        "--selector",
+        type=selector,
+        metavar="SELECTOR",
+        help="only the nodes whose labels match, like kubectl -l (e.g. pool=a100 or 'zone in (a,b),!spare'); "
+        "with --from, the labels the manifests declare",
+    )
+    return options
 
 
 def matrix_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(
         "--matrix",
-        type=path("--matrix"),
+        type=file_path("--matrix"),
         metavar="PATH",
         help=f"support matrix (default: gpudrv.yaml's matrix, else {DEFAULT_MATRIX})",
     )
@@ -139,7 +186,222 @@ def seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def selector(text: str) -> label_selector.LabelSelector | Empty:
+    if not text:
+        return Empty("-l/--selector", "selector")
+    try:
+        return label_selector.parse(text)
+    except label_selector.SelectorError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def positive(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
     return int(text)
+
+
+# --- the OCI registry (matrix verify, audit --registry) -------------------------------------------
+
+FROM_CONFIG = "from gpudrv.yaml"  # `audit --registry` without a value
+
+
+def registry_options(parser: argparse.ArgumentParser, audit: bool = False) -> None:
+    if audit:
+        parser.add_argument(
+            "--registry",
+            nargs="?",
+            const=FROM_CONFIG,
+            type=given("--registry", "repository"),
+            metavar="REPO",
+            help="look the images up in the OCI repository REPO instead of the matrix "
+            "(no REPO: gpudrv.yaml's registry)",
+        )
+    else:
+        parser.add_argument(
+            "--registry",
+            type=given("--registry", "repository"),
+            metavar="REPO",
+            help="the OCI repository of the images, like registry.example.com/nvidia/driver "
+            "(default: gpudrv.yaml's registry)",
+        )
+    parser.add_argument(
+        "--concurrency",
+        type=positive,
+        default=CONCURRENCY,
+        metavar="N",
+        help=f"registry requests at a time (default {CONCURRENCY})",
+    )
+
+
+def repository(args: argparse.Namespace) -> Repository:
+    """--registry REPO, else gpudrv.yaml's registry: one error line when neither says."""
+    from reconciler.commands import registry as registry_command  # only for the verbs that read a registry
+
+    if args.registry not in (None, FROM_CONFIG):
+        return registry_command.repository(args.registry)
+    return registry_command.repository(args.config_registry, args.config_path)
+
+
+# --- gpudrv reconcile ----------------------------------------------------------------------------
+
+
+def reconcile_options(parser: argparse.ArgumentParser) -> None:
+    repo = parser.add_argument_group("the fleet repository")
+    repo.add_argument(
+        "--repo",
+        required=True,
+        type=given("--repo", "repository URL or path"),
+        metavar="URL",
+        help="https://..., ssh://..., git@host:path, or a local path (a bare repository too)",
+    )
+    repo.add_argument("--branch", default="main", type=given("--branch", "branch"), help="default main")
+    repo.add_argument(
+        "--interval",
+        type=seconds,
+        default=60.0,
+        metavar="D",
+        help="fetch every D (default 1m; also POST /sync)",
+    )
+    repo.add_argument(
+        "--matrix",
+        dest="repo_matrix",
+        type=given("--matrix", "path"),
+        metavar="PATH",
+        help=f"in the repository (default: its gpudrv.yaml's matrix, else {DEFAULT_MATRIX})",
+    )
+    repo.add_argument(
+        "--from",
+        dest="repo_fleet",
+        type=given("--from", "path"),
+        metavar="DIR",
+        help="in the repository: the desired fleet --apply applies (default: its gpudrv.yaml's fleet)",
+    )
+    repo.add_argument(
+        "--operator-version",
+        dest="pinned_operator_version",
+        type=given("--operator-version", "version"),
+        metavar="VERSION",
+        help="GPU Operator release (default: the repository's gpudrv.yaml, else the running operator's)",
+    )
+    repo.add_argument(
+        "--workdir",
+        type=path("--workdir"),
+        metavar="DIR",
+        help="a writable directory for the clone (default: $GPUDRV_WORKDIR, else $TMPDIR/gpudrv)",
+    )
+    repo.add_argument("--git-token-file", type=path("--git-token-file"), metavar="FILE", help="HTTPS token")
+    repo.add_argument(
+        "--git-username",
+        default="x-access-token",
+        type=given("--git-username", "name"),
+        metavar="NAME",
+        help="HTTPS user name that goes with the token (default x-access-token)",
+    )
+    repo.add_argument("--git-ssh-key-file", type=path("--git-ssh-key-file"), metavar="FILE", help="SSH key")
+    repo.add_argument(
+        "--git-known-hosts-file",
+        type=path("--git-known-hosts-file"),
+        metavar="FILE",
+        help="the SSH server's host keys (required with --git-ssh-key-file)",
+    )
+
+    loop = parser.add_argument_group("the loop")
+    loop.add_argument(
+        "--resync",
+        type=seconds,
+        default=300.0,
+        metavar="D",
+        help="audit the whole fleet every D (default 5m)",
+    )
+    loop.add_argument(
+        "--listen", default=":8080", type=given("--listen", "address"), metavar="ADDR",
+        help="HOST:PORT for /metrics, /healthz, /readyz, POST /sync (default :8080)",
+    )  # fmt: skip
+    loop.add_argument(
+        "--event-refresh",
+        type=seconds,
+        default=1800.0,
+        metavar="D",
+        help="count a lasting problem's Node event again after D (default 30m)",
+    )
+    cluster_options(loop)
+
+    election = parser.add_argument_group("leader election (a coordination.k8s.io Lease)")
+    election.add_argument(
+        "--no-leader-election", action="store_true", help="act without a Lease (one replica)"
+    )
+    election.add_argument("--lease-name", default="gpudrv-reconcile", type=given("--lease-name", "name"))
+    election.add_argument(
+        "--lease-namespace",
+        type=given("--lease-namespace", "namespace"),
+        help="default: $POD_NAMESPACE, else the pod's service account namespace, else default",
+    )
+    election.add_argument(
+        "--identity", type=given("--identity", "name"), help="default: $POD_NAME, else host"
+    )
+    election.add_argument("--lease-duration", type=seconds, default=15.0, metavar="D", help="default 15s")
+    election.add_argument("--renew-deadline", type=seconds, default=10.0, metavar="D", help="default 10s")
+    election.add_argument("--retry-period", type=seconds, default=2.0, metavar="D", help="default 2s")
+
+    act = parser.add_argument_group("apply (opt-in)")
+    act.add_argument(
+        "--apply",
+        action="store_true",
+        help="on the leader, run gpudrv apply at each new commit and every --resync (its gates, at the "
+        "fetched commit of --branch only)",
+    )
+    act.add_argument("--max-parallel", type=positive, default=1, metavar="N", help="apply's (default 1)")
+    act.add_argument("--drain-timeout", type=seconds, default=300.0, metavar="D", help="apply's (default 5m)")
+    act.add_argument("--installer", choices=("labels", "wait"), default="labels", help="apply's")
+    act.add_argument(
+        "--timeout", type=seconds, default=600.0, metavar="D", help="apply's installer=wait timeout"
+    )
+
+    modes = parser.add_argument_group("other modes")
+    modes.add_argument(
+        "--once", action="store_true", help="fetch, audit, write events, print, exit 0/1 (a CronJob)"
+    )
+    modes.add_argument(
+        "--check-access",
+        action="store_true",
+        help="ask the API server (SelfSubjectAccessReview) about every operation this mode needs, and "
+        "about those it must not have; exit 0 only if exactly the needed ones are allowed",
+    )
+    modes.add_argument("-o", "--output", choices=("text", "json"), default="text", help="for --check-access")
+
+
+def reconcile_settings(args: argparse.Namespace) -> Any:
+    """The loop's settings from the parsed flags."""
+    from reconciler.adapters.git_sync import Credentials, Source, default_directory
+    from reconciler.commands.reconcile import (
+        ApplyOptions,
+        Settings,
+        default_identity,
+        default_lease_namespace,
+    )
+    from reconciler.core.election import Timing
+
+    credentials = Credentials(
+        args.git_token_file, args.git_username, args.git_ssh_key_file, args.git_known_hosts_file
+    )
+    apply = None
+    if args.apply:
+        apply = ApplyOptions(args.max_parallel, args.drain_timeout, args.installer, args.timeout)
+    namespace = None if args.no_leader_election else (args.lease_namespace or default_lease_namespace())
+    return Settings(
+        source=Source(args.repo, args.branch, credentials),
+        workdir=(args.workdir or default_directory()).absolute(),
+        interval=args.interval,
+        resync=args.resync,
+        matrix=args.repo_matrix,
+        fleet=args.repo_fleet,
+        operator_version=args.pinned_operator_version,
+        listen=args.listen,
+        lease_namespace=namespace,
+        lease_name=args.lease_name,
+        identity=args.identity or default_identity(),
+        timing=Timing(args.lease_duration, args.renew_deadline, args.retry_period),
+        event_refresh=args.event_refresh,
+        apply=apply,
+    )

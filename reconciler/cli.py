@@ -11,10 +11,12 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 from reconciler import __version__
 from reconciler import arguments as args_
-from reconciler.adapters import actions_guard, config, github, sources
+from reconciler.adapters import actions_guard, config, github, output, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import ERROR, Installer, Output
 from reconciler.core.tags import ImageKey
@@ -24,6 +26,11 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # stdout's own failures (a closed pipe, a full disk) are handled round everything (output.py).
+    return output.run(lambda: _guarded_main(argv))
+
+
+def _guarded_main(argv: Sequence[str] | None) -> int:
     # In GitHub Actions the runner reads both streams for workflow commands: guard them before
     # anything (argparse's usage errors included) can quote a value.
     with actions_guard.guarded():
@@ -73,19 +80,20 @@ def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = args_.Parser(  # subcommands are Parsers too (type(parser))
         prog="gpudrv",
         description="Precompiled GPU driver images on Kubernetes: tags, matrix audits, safe upgrades.",
     )
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
     parser.add_argument(
         "--config",
-        type=args_.given("--config", "path"),
+        type=args_.given("--config", "path"),  # a name, checked as a file by config.load
         metavar="PATH",
         help=f"flag defaults (default: ${config.ENVIRONMENT}, else ./{config.DEFAULT_NAME} if present)",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
+    selector = args_.selector_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
@@ -93,25 +101,68 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[nodes, selector, matrix_file, args_.output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
+    args_.registry_options(audit_cmd, audit=True)
     audit_cmd.set_defaults(handler=_audit)
 
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
-    _add_upgrade_commands(commands, nodes, matrix_file, output)
-    _add_explain_command(commands, nodes)
-    _add_diff_command(commands)
+    _add_upgrade_commands(commands, [nodes, selector], matrix_file, output)
+    _add_explain_command(commands, [nodes, selector])
+    _add_diff_command(commands, selector)
+    _add_init_command(commands)
+    _add_reconcile_command(commands)
     return parser
 
 
+def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init_cmd = commands.add_parser(
+        "init",
+        help="start a fleet repository: gpudrv.yaml, the matrix, a cluster, workflows, pre-commit",
+        description="Writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources, "
+        "Node manifests), .github/workflows/{pr,audit,apply}.yml and .pre-commit-config.yaml, pinned to "
+        "this gpudrv's commit. Never overwrites: a file already there is exit 2, and nothing is written.",
+    )
+    init_cmd.add_argument(
+        "folder", nargs="?", type=args_.path("DIR"), default=Path(), metavar="DIR", help="default: ."
+    )
+    init_cmd.add_argument(
+        "--name",
+        default="prod",
+        type=args_.given("--name", "name"),
+        help="the cluster's folder (default prod)",
+    )
+    init_cmd.add_argument(
+        "--action",
+        type=args_.given("--action", "OWNER/NAME@COMMIT"),
+        metavar="OWNER/NAME@COMMIT",
+        help="the gpudrv the workflows and hooks use (default: the repository and commit this gpudrv "
+        "was built from)",
+    )
+    init_cmd.add_argument(
+        "--from-cluster",
+        action="store_true",
+        help="the GPU nodes, driver resources and images of the live cluster, instead of an example",
+    )
+    group = init_cmd.add_argument_group("cluster (with --from-cluster)")
+    args_.cluster_options(group)
+    group.add_argument(
+        "--operator-version",
+        type=args_.given("--operator-version", "version"),
+        metavar="VERSION",
+        help="GPU Operator release, like v26.3.3 (default: the running operator's)",
+    )
+    init_cmd.set_defaults(handler=_init)
+
+
 def _add_explain_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: argparse.ArgumentParser
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: list[argparse.ArgumentParser]
 ) -> None:
     explain_cmd = commands.add_parser(
         "explain",
-        parents=[nodes],
+        parents=nodes,
         help="which nodes a workload may run on, why not the others, and CUDA driver checks",
         description="Pods, Jobs, CronJobs, Deployments and StatefulSets (their pod templates) from "
         "--from DIR, or live pods. Exit 1 when a workload fits no node or a node's driver is too old "
@@ -142,7 +193,11 @@ def _add_matrix_commands(
         help="check the matrix file",
     )
     validate.add_argument(
-        "path", nargs="?", type=args_.path("PATH"), metavar="PATH", help="matrix file (default: --matrix)"
+        "path",
+        nargs="?",
+        type=args_.file_path("PATH"),
+        metavar="PATH",
+        help="matrix file (default: --matrix)",
     )
     validate.set_defaults(handler=_matrix_validate)
 
@@ -155,7 +210,37 @@ def _add_matrix_commands(
     add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
     add.set_defaults(handler=lambda a: _matrix_add(a, _row_key(add, a)))
+    _add_matrix_verify(verbs, matrix_file)
     _add_matrix_git_commands(verbs, matrix_file)
+
+
+def _add_matrix_verify(
+    verbs: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
+) -> None:
+    verify = verbs.add_parser(
+        "verify",
+        parents=[matrix_file, args_.output_option(Output.GITHUB)],
+        help="check every row's image is in the OCI registry",
+        description="HEAD of each row's manifest in the registry (credentials from $REGISTRY_AUTH_FILE or "
+        "the docker config, else anonymous). Exit 0 all there, 1 a row without its image, 2 an error.",
+    )
+    args_.registry_options(verify)
+    verify.add_argument(
+        "--list-tags", action="store_true", help="also list the registry's tags: note those the matrix lacks"
+    )
+    verify.add_argument(
+        "--write", action="store_true", help="append those tags as rows (implies --list-tags)"
+    )
+    verify.set_defaults(
+        handler=lambda a: _registry().verify(
+            a.matrix,
+            args_.repository(a),
+            list_tags=a.list_tags,
+            write=a.write,
+            output=a.output,
+            concurrency=a.concurrency,
+        )
+    )
 
 
 def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ImageKey:  # noqa: RET503
@@ -182,7 +267,7 @@ def _add_matrix_git_commands(
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[args_.node_options(), matrix_file],
+        parents=[args_.node_options(), args_.selector_option(), matrix_file],
         help="rows added/removed since REF, and each GPU node's audit status before and after",
         description="Exit 1 when a node that had its image at REF would lose it.",
     )
@@ -202,11 +287,13 @@ def _add_matrix_git_commands(
     impact_cmd.set_defaults(handler=_impact)
 
 
-def _add_diff_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _add_diff_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], selector: argparse.ArgumentParser
+) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[args_.output_option(Output.GITHUB)],
-        help="declared node labels and PDB specs in git against the live cluster",
+        parents=[selector, args_.output_option(Output.GITHUB)],
+        help="node labels, PDB specs and GPU Operator driver resources in git against the live cluster",
         description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
     )
     diff_cmd.add_argument(
@@ -242,18 +329,19 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
     """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
     always, for commands whose --from names the desired state instead)."""
+    selector = getattr(args, "selector", None)
     if live:
-        return sources.NodeSource(None, _options(args), args.operator_version)
+        return sources.NodeSource(None, _options(args), args.operator_version, selector)
     if args.from_dir and (args.kubeconfig or args.context):
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version)
+    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector)
 
 
 def _add_upgrade_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    nodes: argparse.ArgumentParser,
+    nodes: list[argparse.ArgumentParser],
     matrix_file: argparse.ArgumentParser,
     output: argparse.ArgumentParser,
 ) -> None:
@@ -268,13 +356,13 @@ def _add_upgrade_commands(
 
     plan_cmd = commands.add_parser(
         "plan",
-        parents=[nodes, matrix_file, gates, output],
+        parents=[*nodes, matrix_file, gates, output],
         help="the upgrades git asks for, their steps and gates",
     )
     plan_cmd.set_defaults(handler=_plan)
 
     apply_cmd = commands.add_parser(
-        "apply", parents=[nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
+        "apply", parents=[*nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
@@ -313,12 +401,16 @@ def _add_upgrade_commands(
     drain_cmd.set_defaults(handler=_drain)
 
     status_cmd = commands.add_parser(
-        "status", parents=[nodes, matrix_file, output], help="one line per GPU node"
+        "status", parents=[*nodes, matrix_file, output], help="one line per GPU node"
     )
     status_cmd.set_defaults(handler=_status)
 
     report_cmd = commands.add_parser(
-        "report", parents=[cluster_only, matrix_file, output], help="NODES, SKEW, MATRIX_ROWS, per-node tag"
+        "report",
+        parents=[*nodes, matrix_file, args_.output_option(Output.HTML)],
+        help="NODES, SKEW, MATRIX_ROWS, per-node tag; -o html: the fleet page",
+        description="Live, or offline with --from DIR. -o html writes one self-contained HTML page "
+        "(coverage grid, upgrade states, matrix history): gpudrv report -o html > fleet.html",
     )
     report_cmd.set_defaults(handler=_report)
 
@@ -333,9 +425,27 @@ def _tag(a: argparse.Namespace) -> int:
 
 
 def _audit(a: argparse.Namespace) -> int:
+    if a.registry is not None:
+        from reconciler.commands import registry
+
+        return registry.audit(_source(a), args_.repository(a), a.output, a.concurrency)
     from reconciler.commands import audit
 
     return audit.run(_source(a), a.matrix, a.output)
+
+
+def _registry() -> Any:
+    from reconciler.commands import registry
+
+    return registry
+
+
+def _init(a: argparse.Namespace) -> int:
+    from reconciler.commands import init
+
+    return init.run(
+        init.Settings(a.folder, a.name, a.action, a.from_cluster, _options(a), a.operator_version)
+    )
 
 
 def _explain(a: argparse.Namespace) -> int:
@@ -371,7 +481,7 @@ def _impact(a: argparse.Namespace) -> int:
 def _diff(a: argparse.Namespace) -> int:
     from reconciler.commands import diff
 
-    return diff.run(args_.desired(a), _options(a), a.output)
+    return diff.run(args_.desired(a), _options(a), a.output, a.selector)
 
 
 def _manifests_validate(a: argparse.Namespace) -> int:
@@ -391,6 +501,7 @@ def _plan(a: argparse.Namespace) -> int:
         options=_options(a),
         output=a.output,
         operator_version=a.operator_version,
+        selector=a.selector,
     )
 
 
@@ -409,7 +520,31 @@ def _status(a: argparse.Namespace) -> int:
 def _report(a: argparse.Namespace) -> int:
     from reconciler.commands import status
 
-    return status.run_report(a.matrix, _source(a, live=True), a.output)
+    return status.run_report(a.matrix, _source(a), a.output)
+
+
+def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    reconcile_cmd = commands.add_parser(
+        "reconcile",
+        help="run in the cluster: pull the fleet repo, watch GPU nodes, report (metrics, events)",
+        description="A long-running loop: fetches --branch of --repo every --interval (or on POST /sync), "
+        "lists and watches the GPU nodes, audits each node the moment it joins or its labels change, and "
+        "serves /metrics, /healthz and /readyz; Node events DriverImageMissing. One replica acts (Lease "
+        "leader election). Audit only, unless --apply. SIGTERM stops it between steps.",
+    )
+    args_.reconcile_options(reconcile_cmd)
+    reconcile_cmd.set_defaults(handler=_reconcile)
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from reconciler.commands import reconcile  # prometheus_client only for this command
+
+    settings = args_.reconcile_settings(args)
+    if args.check_access:
+        return reconcile.check_access(settings, _options(args), Output(args.output))
+    if args.once:
+        return reconcile.run_once(settings, _options(args))
+    return reconcile.run(settings, _options(args))
 
 
 def _apply(args: argparse.Namespace) -> int:
@@ -425,9 +560,10 @@ def _apply(args: argparse.Namespace) -> int:
         installer=Installer(args.installer),
         install_timeout=args.timeout,
         force=args.force,
+        selector=args.selector,
     )
     return apply.run(settings, _options(args))
 
 
 def _options(args: argparse.Namespace) -> Options:
-    return Options(args.kubeconfig, args.context)
+    return Options(args.kubeconfig, args.context, args.request_timeout)

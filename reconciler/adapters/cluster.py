@@ -11,8 +11,9 @@ from collections.abc import Collection, Iterator
 from functools import partial
 from typing import Any
 
-from reconciler.adapters import kube
+from reconciler.adapters import api_shapes, kube
 from reconciler.core import diff
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT, Node
 
 METADATA_LIST = kube.METADATA_LIST
@@ -25,6 +26,11 @@ def connect(options: kube.Options) -> Cluster:
     return Cluster(kube.connect(options))
 
 
+def label_selector(base: str, selector: LabelSelector | None) -> str:
+    """The labelSelector parameter: `base` and the user's -l, both (the API server ANDs them)."""
+    return ",".join(part for part in (base, selector.text() if selector else "") if part)
+
+
 class Cluster:
     """Every method reads fresh from the API server (a consistent read, never a cached resourceVersion)."""
 
@@ -32,13 +38,19 @@ class Cluster:
         self.gateway = gateway
         self.host = gateway.host
 
-    def gpu_nodes(self, labels: Collection[str] | None = None) -> list[Node]:
-        """All nodes labelled gpu.present=true, with only `labels` (None: all): one metadata-only list."""
-        return [node for node, _ in self.node_documents(GPU_SELECTOR, labels)]
+    def gpu_nodes(
+        self, selector: LabelSelector | None = None, labels: Collection[str] | None = None
+    ) -> list[Node]:
+        """All nodes labelled gpu.present=true (and matching `selector`), with only `labels` (None: all):
+        one metadata-only list."""
+        return [node for node, _ in self.node_documents(label_selector(GPU_SELECTOR, selector), labels)]
 
-    def nodes(self, labels: Collection[str] | None = None) -> list[Node]:
-        """Every node, whatever its labels, with only `labels` (None: all): one metadata-only list."""
-        return [node for node, _ in self.node_documents("", labels)]
+    def nodes(
+        self, selector: LabelSelector | None = None, labels: Collection[str] | None = None
+    ) -> list[Node]:
+        """Every node, whatever its labels (those matching `selector`), with only `labels` (None: all):
+        one metadata-only list."""
+        return [node for node, _ in self.node_documents(label_selector("", selector), labels)]
 
     def node_documents(
         self, selector: str, labels: Collection[str] | None
@@ -47,37 +59,40 @@ class Cluster:
         shared: dict[str, str] = {}
         query = {"labelSelector": selector or None}
         request = partial(self.gateway.request, "GET", NODES, query, accept=METADATA_LIST)
-        for item in self.gateway.items(request):
+        for item in self.gateway.items(request, api_shapes.NODE):
             yield kube.kept(kube.node(item), labels, shared), item
 
     def cordoned(self, selector: str) -> set[str]:
         """The names of the nodes marked unschedulable (spec, not metadata: a second, small list)."""
         query = {"labelSelector": selector or None, "fieldSelector": "spec.unschedulable=true"}
-        items = self.gateway.items(lambda: self.gateway.request("GET", NODES, query, accept=METADATA_LIST))
+        items = self.gateway.items(
+            lambda: self.gateway.request("GET", NODES, query, accept=METADATA_LIST), api_shapes.NODE
+        )
         return {kube.node(item).name for item in items}
 
     def node(self, name: str) -> Node | None:
         document = self.gateway.read(
             lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}", accept=METADATA_ONE),
             missing_ok=True,
+            shape=api_shapes.NODE,
         )
         return None if document is None else kube.node(document)
 
     def budget_specs(self, namespace: str) -> list[diff.Budget]:
         """The namespace's PodDisruptionBudgets (policy/v1), identity and spec, as the diff compares them."""
         path = f"/apis/policy/v1/namespaces/{kube.segment(namespace)}/poddisruptionbudgets"
-        page = self.gateway.read(lambda: self.gateway.request("GET", path))
-        return [kube.budget_spec(item) for item in page.get("items") or []]
+        items = self.gateway.items(lambda: self.gateway.request("GET", path), api_shapes.BUDGET)
+        return [kube.budget_spec(item) for item in items]
 
     def pods(self, namespace: str) -> Iterator[dict[str, Any]]:
         """The namespace's pods as plain JSON documents (spec and status are needed, not only metadata),
         each as it arrives."""
         path = f"/api/v1/namespaces/{kube.segment(namespace)}/pods"
-        return self.gateway.items(lambda: self.gateway.request("GET", path))
+        return self.gateway.items(lambda: self.gateway.request("GET", path), api_shapes.POD)
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         path = f"/api/v1/namespaces/{kube.segment(namespace)}/pods/{kube.segment(name)}"
         document: dict[str, Any] | None = self.gateway.read(
-            lambda: self.gateway.request("GET", path), missing_ok=True
+            lambda: self.gateway.request("GET", path), missing_ok=True, shape=api_shapes.POD
         )
         return document

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -12,17 +13,34 @@ from pathlib import Path
 
 from reconciler.errors import GpudrvError
 
+# An input gpudrv reads whole (a matrix, a manifest, a kubeconfig): far more than any real one.
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+_KINDS = {
+    stat.S_IFIFO: "a FIFO",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+    stat.S_IFSOCK: "a socket",
+}
+
+
+def cwd() -> Path:
+    """The current directory, or one clear error when it was deleted under gpudrv's feet."""
+    try:
+        return Path.cwd()
+    except OSError as exc:
+        raise GpudrvError(f"the current directory is gone ({exc.strerror}): cd to one that exists") from None
+
+
+def absolute(path: Path) -> Path:
+    """`path` from the current directory (an absolute path needs no current directory)."""
+    return path if path.is_absolute() else cwd() / path
+
 
 def read_text(path: Path) -> str:
-    """The file's exact text (newlines untouched), or one clear error."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise GpudrvError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise GpudrvError(f"{path}: is a directory, not a file") from None
-    except OSError as exc:
-        raise GpudrvError(f"{path}: cannot read: {exc.strerror}") from None
+    """The file's exact text (newlines untouched), or one clear error. Regular files only: a FIFO
+    (opened without blocking, so no writer is waited for), a device (/dev/zero never ends) or a
+    socket is refused at once, and so is a file of more than MAX_INPUT_BYTES."""
+    data = read_bytes(path)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -30,15 +48,48 @@ def read_text(path: Path) -> str:
         raise GpudrvError("not UTF-8 text", file=str(path), line=line) from None
 
 
+def read_bytes(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise GpudrvError(f"{path}: no such file") from None
+    except NotADirectoryError:
+        raise GpudrvError(f"{path}: no such file (a part of the path is not a directory)") from None
+    except OSError as exc:
+        raise GpudrvError(f"{path}: cannot read: {exc.strerror}") from None
+    try:
+        info = os.fstat(fd)
+        mode = info.st_mode
+        if stat.S_ISDIR(mode):
+            raise GpudrvError(f"{path}: is a directory, not a file")
+        if not stat.S_ISREG(mode):
+            kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+            raise GpudrvError(f"{path}: is {kind}, not a regular file")
+        # Its size now, and one byte more to see it grow past the limit (not a 64 MiB buffer each time).
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(min(info.st_size, MAX_INPUT_BYTES) + 1)
+            while len(data) <= MAX_INPUT_BYTES and (more := handle.read(64 * 1024)):
+                data += more
+    except OSError as exc:
+        raise GpudrvError(f"{path}: cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_INPUT_BYTES:
+        raise GpudrvError(
+            f"{path}: larger than {MAX_INPUT_BYTES // (1024 * 1024)} MiB; not an input gpudrv reads"
+        )
+    return data
+
+
 # How long a change waits for another process changing the same file, and how often it looks again.
-LOCK_WAIT = 10.0
+LOCK_WAIT = 30.0  # fifty adds at once on a loaded 2-core runner finish well inside it
 LOCK_POLL = 0.05
 
 
 def real_path(path: Path) -> Path:
     """Where a change to `path` must go: a symlink's target (the link stays a link, as editors and
     git expect), else the path itself."""
-    return path.resolve() if path.is_symlink() else path
+    return absolute(path).resolve() if path.is_symlink() else path
 
 
 @contextlib.contextmanager

@@ -10,15 +10,17 @@ from __future__ import annotations
 
 import contextlib
 import socket
-from collections.abc import Collection, Mapping
+import time
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.adapters import kube
-from reconciler.adapters.cluster import GPU_SELECTOR, NODES, Cluster
+from reconciler.adapters import api_shapes, kube
+from reconciler.adapters.cluster import GPU_SELECTOR, NODES, Cluster, label_selector
 from reconciler.core import budget, reads
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import LiveNode
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -27,6 +29,7 @@ FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
 PODS = "/api/v1/pods"
 BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
+CONFLICT_RETRIES = 10  # a node write that lost this many races in a row gives up
 
 
 class EvictionOutcome(StrEnum):
@@ -48,12 +51,16 @@ class Fleet:
         self.gateway = gateway
         self.cluster = Cluster(gateway)
         self.host = gateway.host
+        self.conflicts = 0  # node writes sent again after a 409
 
     # --- reads -----------------------------------------------------------------------------------
 
-    def gpu_nodes(self, labels: Collection[str] | None = None) -> list[LiveNode]:
-        """Every GPU node with only `labels` (None: all) and gpudrv's annotations: two requests."""
-        return self.live_nodes(GPU_SELECTOR, labels)
+    def gpu_nodes(
+        self, selector: LabelSelector | None = None, labels: Collection[str] | None = None
+    ) -> list[LiveNode]:
+        """Every GPU node (matching `selector`) with only `labels` (None: all) and gpudrv's annotations:
+        two requests."""
+        return self.live_nodes(label_selector(GPU_SELECTOR, selector), labels)
 
     def live_nodes(self, selector: str, labels: Collection[str] | None = None) -> list[LiveNode]:
         """The nodes the label selector picks ("" for all). Whole Node objects would carry the status
@@ -67,16 +74,18 @@ class Fleet:
     def node(self, name: str) -> tuple[LiveNode, str] | None:
         """The node and its resourceVersion, or None if there is no such node."""
         document = self.gateway.read(
-            lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}"), missing_ok=True
+            lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}"),
+            missing_ok=True,
+            shape=api_shapes.NODE,
         )
         if document is None:
             return None
-        return kube.live_node(document), str(document["metadata"].get("resourceVersion", ""))
+        return kube.live_node(document), str(document["metadata"].get("resourceVersion") or "")
 
     def pods_on(self, node: str) -> list[budget.Pod]:
         query = {"fieldSelector": f"spec.nodeName={node}"}
-        page = self.gateway.read(lambda: self.gateway.request("GET", PODS, query))
-        return [kube.pod(item) for item in page.get("items") or []]
+        items = self.gateway.items(lambda: self.gateway.request("GET", PODS, query), api_shapes.POD)
+        return [kube.pod(item) for item in items]
 
     def pods_on_nodes(self, nodes: Collection[str]) -> dict[str, list[budget.Pod]]:
         """The pods on each of `nodes`: one list of every pod, streamed, keeping theirs (none asked:
@@ -84,40 +93,60 @@ class Fleet:
         found: dict[str, list[budget.Pod]] = {name: [] for name in nodes}
         if not found:
             return found
-        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS)):
+        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS), api_shapes.POD):
             on = (item.get("spec") or {}).get("nodeName")
             if on in found:
                 found[on].append(kube.pod(item))
         return found
 
     def budgets(self) -> list[budget.Budget]:
-        page = self.gateway.read(lambda: self.gateway.request("GET", BUDGETS))
-        return [kube.disruption_budget(item) for item in page.get("items") or []]
+        items = self.gateway.items(lambda: self.gateway.request("GET", BUDGETS), api_shapes.BUDGET)
+        return [kube.disruption_budget(item) for item in items]
 
     # --- writes ----------------------------------------------------------------------------------
 
     def patch_node(
         self,
         name: str,
+        *,
         labels: Mapping[str, str | None] | None = None,
         annotations: Mapping[str, str | None] | None = None,
         unschedulable: bool | None = None,
         resource_version: str | None = None,
+        expect: Callable[[LiveNode], None] | None = None,
     ) -> None:
         """A JSON merge patch; a None value removes the key.
 
-        With resource_version, the patch only applies to that version: a lost race raises kube.Conflict.
+        With resource_version, the patch only applies to that version: a lost race raises kube.Conflict
+        (a compare-and-swap: the caller decides). Without, the node is read fresh and the patch is sent
+        with that version; another writer between the two (409 Conflict) makes it read the node again
+        and retry, up to CONFLICT_RETRIES times. `expect` sees each fresh node first and raises to stop
+        (e.g. the lease on it is no longer this run's).
         """
-        metadata: dict[str, Any] = {}
-        if labels:
-            metadata["labels"] = dict(labels)
-        if annotations:
-            metadata["annotations"] = dict(annotations)
-        if resource_version:
-            metadata["resourceVersion"] = resource_version
-        body: dict[str, Any] = {"metadata": metadata} if metadata else {}
-        if unschedulable is not None:
-            body["spec"] = {"unschedulable": unschedulable or None}
+        if resource_version is not None:
+            self._patch(name, _patch_body(labels, annotations, unschedulable, resource_version))
+            return
+        for attempt in range(CONFLICT_RETRIES):
+            found = self.node(name)
+            if found is None:
+                raise kube.NotFound(self.host, 404, "Not Found", f'nodes "{name}" not found')
+            live, version = found
+            if expect is not None:
+                expect(live)
+            try:
+                self._patch(name, _patch_body(labels, annotations, unschedulable, version or None))
+                return
+            except kube.Conflict:
+                self.conflicts += 1
+                time.sleep(min(0.05 * 2**attempt, 1.0))  # another writer: read its change, then try again
+        raise kube.Conflict(
+            self.host,
+            409,
+            "Conflict",
+            f"node {name} changed under {CONFLICT_RETRIES} writes in a row; gave up",
+        )
+
+    def _patch(self, name: str, body: dict[str, Any]) -> None:
         path = f"{NODES}/{kube.segment(name)}"
         self.gateway.write(lambda: self.gateway.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
@@ -158,13 +187,17 @@ class Fleet:
             lambda: self.gateway.request("PATCH", path, query, body=manifest, content_type=APPLY_PATCH)
         )
 
-    def event(self, node: str, reason: str, message: str, warning: bool = False) -> None:
-        """A Node event, so `kubectl describe node` and `kubectl get events` show what gpudrv did."""
+    def event(
+        self, node: str, reason: str, message: str, warning: bool = False, name: str | None = None
+    ) -> None:
+        """A Node event, so `kubectl describe node` and `kubectl get events` show what gpudrv did.
+        With `name`, sent again after a lost answer it is not a second event (409: it exists)."""
         now = datetime.now(UTC)
+        metadata = {"name": name} if name else {"generateName": f"{node}.gpudrv-"}
         body = {
             "apiVersion": "v1",
             "kind": "Event",
-            "metadata": {"generateName": f"{node}.gpudrv-", "namespace": EVENT_NAMESPACE},
+            "metadata": {**metadata, "namespace": EVENT_NAMESPACE},
             "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
             "reason": reason,
             "message": message[:1024],
@@ -175,8 +208,28 @@ class Fleet:
             "count": 1,
         }
         path = f"/api/v1/namespaces/{EVENT_NAMESPACE}/events"
-        self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
+        with contextlib.suppress(kube.Conflict):  # already there: this very event, sent before
+            self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
 
 
 def _pod_path(target: budget.Pod) -> str:
     return f"/api/v1/namespaces/{kube.segment(target.namespace)}/pods/{kube.segment(target.name)}"
+
+
+def _patch_body(
+    labels: Mapping[str, str | None] | None,
+    annotations: Mapping[str, str | None] | None,
+    unschedulable: bool | None,
+    resource_version: str | None,
+) -> dict[str, Any]:
+    metadata: dict[str, Any] = {}
+    if labels:
+        metadata["labels"] = dict(labels)
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    body: dict[str, Any] = {"metadata": metadata} if metadata else {}
+    if unschedulable is not None:
+        body["spec"] = {"unschedulable": unschedulable or None}
+    return body

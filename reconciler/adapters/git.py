@@ -12,10 +12,12 @@ GitPython is imported inside the functions, so commands that never read git do n
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from reconciler.adapters import files
 from reconciler.core import history
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.core.tags import ImageKey
@@ -23,7 +25,6 @@ from reconciler.errors import GpudrvError
 
 if TYPE_CHECKING:
     from git import Repo
-    from git.exc import GitCommandError
 
 FULL_CLONE = "fetch-depth: 0 in actions/checkout"
 
@@ -44,21 +45,38 @@ _LOG_OPTIONS = (
 )
 
 
+def _gitpython() -> None:
+    """GitPython looks for the git executable when it is first imported, and raises ImportError if
+    there is none: one clear line instead."""
+    try:
+        import git  # noqa: F401
+    except ImportError:
+        where = os.environ.get("GIT_PYTHON_GIT_EXECUTABLE")
+        hint = f"GIT_PYTHON_GIT_EXECUTABLE={where} is not git" if where else "install git (none on PATH)"
+        raise GpudrvError(f"git is needed to read the matrix in git, and cannot run: {hint}") from None
+
+
 def open_repo(start: Path, shown: Path | None = None) -> Repo:
-    """The repository containing `start` (searching parent directories), or one clear error."""
+    """The repository containing `start` (searching parent directories), or one clear error; git
+    itself must be able to use it (a repository of another owner is not "safe" to git)."""
+    _gitpython()
     from git import Repo
-    from git.exc import InvalidGitRepositoryError, NoSuchPathError
+    from git.exc import GitError, InvalidGitRepositoryError, NoSuchPathError
 
     try:
-        return Repo(start, search_parent_directories=True)
+        repo = Repo(start, search_parent_directories=True)
     except (InvalidGitRepositoryError, NoSuchPathError):
         raise GpudrvError(f"{shown or start}: not inside a git repository") from None
+    except (GitError, OSError, ValueError) as exc:
+        raise GpudrvError(f"{shown or start}: git cannot open the repository: {_first(str(exc))}") from None
+    _run(repo, "rev-parse", "--git-dir")  # dubious ownership and a broken repository fail here, once
+    return repo
 
 
 def locate(path: Path) -> tuple[Repo, str]:
     """The repository holding `path` (relative to the current directory) and its repo-relative path."""
-    absolute = Path.cwd() / path
-    start = next((folder for folder in absolute.parents if folder.is_dir()), Path.cwd())
+    absolute = files.absolute(path)
+    start = next((folder for folder in absolute.parents if folder.is_dir()), files.cwd())
     repo = open_repo(start, shown=path)
     return repo, repo_path(repo, absolute)
 
@@ -69,7 +87,7 @@ def repo_path(repo: Repo, path: Path) -> str:
         raise GpudrvError(f"{repo.git_dir}: a bare repository has no working tree to find {path} in")
     root = Path(repo.working_tree_dir).resolve()
     try:
-        return (Path.cwd() / path).resolve().relative_to(root).as_posix()
+        return files.absolute(path).resolve().relative_to(root).as_posix()
     except ValueError:
         raise GpudrvError(f"{path}: outside the git repository at {root}") from None
 
@@ -98,14 +116,26 @@ def read_at(repo: Repo, ref: str, repo_path: str) -> str | None:
 def _git_bytes(repo: Repo, where: str, *args: str) -> bytes:
     """git's stdout, exactly; one error naming `where` and git's own last line when git fails."""
     from git import Git
-    from git.exc import GitCommandError
+    from git.exc import GitError
 
     command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "--literal-pathspecs", *args]
     try:
         output = repo.git.execute(command, stdout_as_string=False, strip_newline_in_stdout=False)
-    except GitCommandError as exc:
+    except (GitError, OSError) as exc:
         raise GpudrvError(f"{where}: git cannot read it in {_where(repo)}: {_git_message(exc)}") from None
     return bytes(output)
+
+
+def _run(repo: Repo, *args: str) -> str:
+    """`git ARGS` in the repository: its stdout, or one error with git's own words."""
+    from git import Git
+    from git.exc import GitError
+
+    command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
+    try:
+        return str(repo.git.execute(command))
+    except (GitError, OSError) as exc:
+        raise GpudrvError(f"git {args[0]} in {_where(repo)} failed: {_git_message(exc)}") from None
 
 
 def _check_object_id(where: str, blob: str, data: bytes) -> None:
@@ -138,7 +168,7 @@ def matrix_history(repo: Repo, repo_path: str, ref: str = "HEAD") -> list[Lifeti
 
 
 def require_full_history(repo: Repo) -> None:
-    if repo.git.rev_parse("--is-shallow-repository") == "true":
+    if _run(repo, "rev-parse", "--is-shallow-repository") == "true":
         raise GpudrvError(
             f"{_where(repo)} is a shallow clone: the matrix history needs the full clone: {FULL_CLONE}"
         )
@@ -150,42 +180,160 @@ def commit_of(repo: Repo, ref: str) -> str:
     if ref == "HEAD" and found is None:
         raise GpudrvError(f"{_where(repo)}: no commits yet")
     if not ref or found is None:
-        shallow = repo.git.rev_parse("--is-shallow-repository") == "true"
+        shallow = _run(repo, "rev-parse", "--is-shallow-repository") == "true"
         hint = f" (a shallow clone: {FULL_CLONE})" if shallow else ""
         raise GpudrvError(f"git ref {ref!r} not found in {_where(repo)}{hint}")
     return found
 
 
 def _resolve(repo: Repo, name: str) -> str | None:
+    """The object `name` names; None when it names none (`git rev-parse --verify --quiet` exits 1,
+    silently). Any other failure of git is an error, not "not found"."""
     from git.exc import GitCommandError
 
     try:
         return str(repo.git.rev_parse("--verify", "--quiet", name))
-    except GitCommandError:
-        return None
+    except GitCommandError as exc:
+        if exc.status == 1 and not str(exc.stderr).strip().removeprefix("stderr:").strip(" '"):
+            return None
+        raise GpudrvError(f"git rev-parse in {_where(repo)} failed: {_git_message(exc)}") from None
 
 
 def _log_lines(repo: Repo, commit: str, repo_path: str) -> Iterator[str]:
     """The log's lines as git writes them, read as they come: memory stays flat on long histories."""
     from git import Git
-    from git.exc import GitCommandError
+    from git.exc import GitError
 
     options = [part for setting in _CONFIG for part in ("-c", setting)]
     command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "--literal-pathspecs", *options, "log"]
-    process = repo.git.execute([*command, *_LOG_OPTIONS, commit, "--", repo_path], as_process=True)
     try:
+        process = repo.git.execute([*command, *_LOG_OPTIONS, commit, "--", repo_path], as_process=True)
         for raw in process.stdout:
             yield raw.decode("utf-8", errors="replace")
         process.wait()
-    except GitCommandError as exc:
+    except (GitError, OSError) as exc:
         raise GpudrvError(f"git log in {_where(repo)} failed: {_git_message(exc)}") from None
 
 
-def _git_message(exc: GitCommandError) -> str:
-    # GitPython keeps stderr as "\n  stderr: '<text>'": keep git's last line of text.
-    text = str(exc.stderr).strip().removeprefix("stderr:").strip().strip("'").strip()
-    return text.splitlines()[-1] if text else f"exit status {exc.status}"
+def _git_message(exc: BaseException) -> str:
+    """git's own words: its (last) `fatal:` line, else its last `error:` line, else its last line (a
+    hint such as safe.directory's follows the fatal line); GitPython keeps stderr as
+    "\n  stderr: '<text>'". A git that cannot run at all: why."""
+    stderr = getattr(exc, "stderr", None)
+    if stderr is None:
+        return _first(str(exc)) or type(exc).__name__
+    text = str(stderr).strip().removeprefix("stderr:").strip().strip("'").strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    said = next(
+        (line for prefix in ("fatal:", "error:") for line in reversed(lines) if line.startswith(prefix)),
+        lines[-1] if lines else "",
+    )
+    return said or f"exit status {getattr(exc, 'status', '?')}"
+
+
+def _first(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else ""
 
 
 def _where(repo: Repo) -> str:
     return str(repo.working_tree_dir or repo.git_dir)
+
+
+def head_commit(path: Path) -> tuple[str | None, str | None]:
+    """The commit checked out in the repository holding `path`, and a note: that the work tree has
+    uncommitted changes, or why there is no commit to name (never an error: the fleet page says so)."""
+    from git.exc import GitCommandError
+
+    try:
+        repo, _ = locate(path)
+    except GpudrvError as exc:
+        return None, str(exc)
+    commit = _resolve(repo, "HEAD^{commit}")
+    if commit is None:
+        return None, f"{_where(repo)}: no commits yet"
+    try:
+        dirty = repo.is_dirty(untracked_files=False)
+    except GitCommandError:
+        return commit, None
+    return commit, "the work tree has uncommitted changes" if dirty else None
+
+
+# --- a clone kept up to date (gpudrv reconcile) -----------------------------------------------------
+
+
+def fetch_branch(directory: Path, url: str, branch: str, env: dict[str, str], timeout: float) -> str:
+    """Fetch the newest commit of `branch` from `url` into the repository at `directory` (created on
+    first use, no checkout) and return its hash. Only that branch, no tags; the whole history, which
+    apply's image gate reads. One error naming the (credential-free) URL and git's own words."""
+    import shutil
+
+    from git import Git, Repo
+    from git.exc import GitCommandError, InvalidGitRepositoryError
+
+    tracking = f"refs/remotes/origin/{branch}"
+    try:
+        repo = Repo(directory) if (directory / ".git").exists() else Repo.init(directory)
+    except InvalidGitRepositoryError:  # a clone cut short (the pod killed mid-way): start again
+        shutil.rmtree(directory / ".git")
+        repo = Repo.init(directory)
+    command = [Git.GIT_PYTHON_GIT_EXECUTABLE or "git", "fetch", "--no-tags", "--quiet", "--", url]
+    try:
+        repo.git.execute([*command, f"+refs/heads/{branch}:{tracking}"], env=env, kill_after_timeout=timeout)
+    except GitCommandError as exc:
+        raise GpudrvError(f"git fetch {redact(url)} {branch}: {_git_message(exc)}") from None
+    return commit_of(repo, tracking)
+
+
+def check_out(directory: Path, commit: str) -> None:
+    """The working tree at `commit` exactly (detached), whatever was there."""
+    from git import Repo
+    from git.exc import GitCommandError
+
+    repo = Repo(directory)
+    try:
+        repo.git.checkout("--force", "--detach", "--quiet", commit)
+        repo.git.clean("-ffdxq")
+    except GitCommandError as exc:
+        raise GpudrvError(f"git checkout {commit} in {directory}: {_git_message(exc)}") from None
+
+
+def add_worktree(directory: Path, path: Path, commit: str) -> None:
+    """A second working tree at `commit` (apply works there while the main one moves on)."""
+    from git import Repo
+    from git.exc import GitCommandError
+
+    repo = Repo(directory)
+    try:
+        repo.git.worktree("prune")
+        repo.git.worktree("add", "--force", "--detach", "--quiet", str(path), commit)
+    except GitCommandError as exc:
+        raise GpudrvError(f"git worktree add {path} {commit}: {_git_message(exc)}") from None
+
+
+def remove_worktree(directory: Path, path: Path) -> None:
+    from git import Repo
+    from git.exc import GitCommandError
+
+    try:
+        Repo(directory).git.worktree("remove", "--force", str(path))
+    except GitCommandError as exc:
+        raise GpudrvError(f"git worktree remove {path}: {_git_message(exc)}") from None
+
+
+def commit_time(directory: Path, commit: str) -> int:
+    """The committer time of `commit` (Unix seconds)."""
+    from git import Repo
+
+    return int(Repo(directory).commit(commit).committed_date)
+
+
+def redact(url: str) -> str:
+    """A URL without the password or token it may carry (https://user:token@host/...)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest.split("/", 1)[0]:
+        return url
+    userinfo, _, host = rest.partition("@")
+    return (
+        f"{scheme}://{userinfo.split(':', 1)[0]}:***@{host}" if ":" in userinfo else f"{scheme}://***@{host}"
+    )

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from reconciler.adapters import actions_guard
+from reconciler.adapters import actions_guard, files
 from reconciler.errors import GpudrvError
 
 Level = Literal["error", "warning", "notice"]
@@ -87,8 +87,8 @@ def split_origin(origin: str | None) -> tuple[str | None, int | None]:
 def workspace_path(file: str) -> str:
     """GitHub places annotations by path from the repository root: $GITHUB_WORKSPACE, where a
     workflow's steps start. Paths outside it are left as given."""
-    root = Path(os.environ.get("GITHUB_WORKSPACE") or Path.cwd()).resolve()
-    absolute = (Path.cwd() / file).resolve()
+    root = files.absolute(Path(os.environ.get("GITHUB_WORKSPACE") or ".")).resolve()
+    absolute = files.absolute(Path(file)).resolve()
     return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(file).as_posix()
 
 
@@ -171,16 +171,21 @@ def _table_lines(table: Table, budget: int, max_rows: int) -> list[str]:
     used = _size(lines) + reserve
     for count, row in enumerate(table.rows):
         line = "| " + " | ".join(row) + " |"
-        if count == max_rows or used + len(line.encode()) + 1 > budget:
+        if count == max_rows or used + _bytes(line) + 1 > budget:
             more = len(table.rows) - count
             return [*lines, "", f"_... and {more} more; run the command locally for the full list._"]
         lines.append(line)
-        used += len(line.encode()) + 1
+        used += _bytes(line) + 1
     return lines
 
 
 def _size(lines: Sequence[str]) -> int:
-    return sum(len(line.encode()) + 1 for line in lines)
+    return sum(_bytes(line) + 1 for line in lines)
+
+
+def _bytes(text: str) -> int:
+    """Its size in the summary file (written with backslashreplace: a file name may not be UTF-8)."""
+    return len(text.encode("utf-8", "backslashreplace"))
 
 
 def append_summary(summary: Summary) -> None:
@@ -193,10 +198,11 @@ def append_summary(summary: Summary) -> None:
     existing = path.stat().st_size if path.exists() else 0
     budget = min(SECTION_BUDGET, SUMMARY_LIMIT - existing - 1024)
     markdown = summary.markdown(budget) + "\n"
-    if len(markdown.encode()) > SUMMARY_LIMIT - existing:
+    if _bytes(markdown) > SUMMARY_LIMIT - existing:
         return  # the step's summary is full: GitHub would reject all of it
     try:
-        with path.open("a", encoding="utf-8") as handle:
+        # backslashreplace: a file name that is not UTF-8 (surrogate escapes) must not end the run.
+        with path.open("a", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(markdown)
     except OSError as exc:
         raise GpudrvError(f"{path}: cannot write the step summary: {exc.strerror}") from None

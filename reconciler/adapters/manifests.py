@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import positions
+from reconciler.adapters import positions, yaml_load
 from reconciler.adapters.files import read_text
 from reconciler.core import node_schema
 from reconciler.core.diff import Budget
@@ -42,25 +41,12 @@ _parsed: dict[Path, tuple[str, tuple[tuple[int, Any], ...], GpudrvError | None]]
 
 
 def _parse(path: Path, text: str) -> tuple[tuple[tuple[int, Any], ...], GpudrvError | None]:
-    # Imported here: a live command that reads no manifest never pays for the YAML library.
-    from ruamel.yaml import YAML
-    from ruamel.yaml.error import MantissaNoDotYAML1_1Warning, MarkedYAMLError, YAMLError
-
     documents: list[tuple[int, Any]] = []
     try:
-        with warnings.catch_warnings():
-            # ruamel warns, in many lines on stderr, about YAML 1.1 floats with no dot (1e3), and loads
-            # them as floats: gpudrv writes one line per error, and its checks name such values.
-            warnings.simplefilter("ignore", MantissaNoDotYAML1_1Warning)
-            for document in YAML(typ="rt").load_all(text):
-                documents.append((_line_of(document), document))
-    except MarkedYAMLError as exc:
-        line = exc.problem_mark.line + 1 if exc.problem_mark else 1
-        return tuple(documents), GpudrvError(
-            f"invalid YAML: {exc.problem or exc.context}", file=str(path), line=line
-        )
-    except YAMLError as exc:
-        return tuple(documents), GpudrvError(f"invalid YAML: {str(exc).splitlines()[0]}", file=str(path))
+        for document in yaml_load.documents(text):  # with depth, alias and tag limits
+            documents.append((_line_of(document), document))
+    except yaml_load.Problem as exc:
+        return tuple(documents), GpudrvError(exc.message, file=str(path), line=exc.line or 1)
     return tuple(documents), None
 
 
@@ -72,9 +58,26 @@ def documents_of_kinds(path: Path, kinds: Collection[str]) -> Iterator[tuple[int
         if document.get("kind") in kinds:
             yield line, document
         elif document.get("kind") == "List":
-            for item in document.get("items") or []:
+            for item in list_items(path, line, document):
                 if isinstance(item, dict) and item.get("kind") in kinds:
                     yield _line_of(item, line), item
+
+
+def list_items(path: Path, line: int, document: dict[str, Any]) -> list[Any]:
+    """A `kind: List`'s items; items that are not objects (numbers, strings) are no kind of ours."""
+    items = document.get("items")
+    if items is None:
+        return []
+    if not isinstance(items, list):
+        at = _key_line(document, "items", line)
+        raise GpudrvError(f"kind: List: items must be a list, not {_kind(items)}", file=str(path), line=at)
+    return items
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, dict):
+        return "a mapping"
+    return "null" if value is None else f"{type(value).__name__} {value!r}"[:60]
 
 
 def load_nodes(folder: Path) -> list[Node]:
@@ -142,7 +145,7 @@ def _nodes_in(path: Path) -> Iterator[tuple[int, Node]]:
         if document.get("kind") == "Node":
             yield line, _node(path, line, document)
         elif document.get("kind") == "List":
-            for item in document.get("items") or []:
+            for item in list_items(path, line, document):
                 if isinstance(item, dict) and item.get("kind") == "Node":
                     yield _line_of(item, line), _node(path, _line_of(item, line), item)
 
@@ -167,7 +170,11 @@ def _node(path: Path, line: int, document: dict[str, Any]) -> Node:
 
 def written(path: Path, document: Any, at: Sequence[str | int]) -> str | None:
     """The value at `at` in `document` as the file at `path` writes it (see positions.written); None
-    if unknown. The file is read again: only to word an error, as the documents do not keep the text."""
+    if unknown. The text is that of the file's last parse, which the document comes from: a file with
+    thousands of such values is read once, not once per value."""
+    cached = _parsed.get(path)
+    if cached is not None:
+        return positions.written(cached[0], document, at)
     try:
         text = read_text(path)
     except GpudrvError:

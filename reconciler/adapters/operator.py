@@ -9,7 +9,7 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import files, kube, manifests, positions
+from reconciler.adapters import api_shapes, files, kube, manifests, positions
 from reconciler.core import operator, os_tags
 from reconciler.core.operator import Contract, DriverResource, Kind, Wants
 from reconciler.core.tags import Node
@@ -114,7 +114,7 @@ def live_resources(gateway: kube.Gateway) -> list[DriverResource]:
     found: list[DriverResource] = []
     for kind in Kind:
         try:
-            items = list(gateway.pages(partial(_resource_page, gateway, kind)))
+            items = list(gateway.pages(partial(_resource_page, gateway, kind), api_shapes.CUSTOM))
         except kube.NotFound:
             continue  # the CRD is not installed: no such resource
         found.extend(_live_resource(kind, item) for item in items)
@@ -139,7 +139,12 @@ def live_operator_version(gateway: kube.Gateway) -> str | None:
     path = "/apis/apps/v1/deployments"
     query = {"labelSelector": OPERATOR_SELECTOR, "limit": str(kube.PAGE_SIZE)}
     try:
-        items = list(gateway.pages(lambda token: gateway.request("GET", path, {**query, "continue": token})))
+        items = list(
+            gateway.pages(
+                lambda token: gateway.request("GET", path, {**query, "continue": token}),
+                api_shapes.DEPLOYMENT,
+            )
+        )
     except kube.Forbidden as exc:
         raise GpudrvError(
             f"cannot read the GPU Operator's Deployment to learn its release ({exc.message}); "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 
@@ -56,7 +57,7 @@ def written(text: str, document: Any, path: Sequence[str | int]) -> str | None:
         line, column = node.lc.item(last) if isinstance(last, int) else node.lc.value(last)
     except (AttributeError, KeyError, IndexError, TypeError):
         return None
-    lines = text.split("\n")
+    lines = _lines(text)
     rest = lines[line][column:].rstrip("\r") if 0 <= line < len(lines) else ""
     for _ in range(2):  # `&a !!int 06` -> `06`
         if (prop := _PROPERTY.match(rest)) is not None:
@@ -69,3 +70,9 @@ def written(text: str, document: Any, path: Sequence[str | int]) -> str | None:
     if not source or source[0] in "\"'*|>[{":
         return None  # quoted, an alias, a block scalar or a collection: not a plain scalar
     return source
+
+
+@lru_cache(maxsize=4)
+def _lines(text: str) -> tuple[str, ...]:
+    """The text's lines, split once: a file with 20,000 values to quote is not split 20,000 times."""
+    return tuple(text.split("\n"))

@@ -10,6 +10,7 @@ from pathlib import Path
 from reconciler.adapters import files, kube, manifests, operator, schemas
 from reconciler.adapters.cluster import Cluster, connect
 from reconciler.core import matrix, reads
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Wants
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -22,6 +23,7 @@ class NodeSource:
     from_dir: Path | None = None
     cluster: kube.Options = field(default_factory=kube.Options)
     operator_version: str | None = None  # None: the running operator's release live, else the newest
+    selector: LabelSelector | None = None  # -l: only these nodes (the manifests' labels with --from)
 
     @cached_property
     def live(self) -> Cluster:
@@ -31,8 +33,15 @@ class NodeSource:
     def gpu_nodes(self, labels: Collection[str] | None = None) -> list[Node]:
         """Live, each node keeps only `labels` (None: all); manifests are small and keep all."""
         if self.from_dir is not None:
-            return [node for node in manifests.load_nodes(self.from_dir) if node.gpu_present]
-        return self.live.gpu_nodes(labels)
+            return [
+                node
+                for node in manifests.load_nodes(self.from_dir)
+                if node.gpu_present and self.selects(node)
+            ]
+        return self.live.gpu_nodes(self.selector, labels)
+
+    def selects(self, node: Node) -> bool:
+        return self.selector is None or self.selector.matches(node.labels)
 
     def contract(self) -> Contract:
         """The driver resources in force: the manifests' with --from, else the cluster's."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler.adapters import cluster, kube, manifests, positions
 from reconciler.core import node_schema, placement, reads
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -37,8 +38,10 @@ def load_workloads(folder: Path) -> list[Workload]:
     return list(found.values())
 
 
-def read_live(options: kube.Options, namespace: str, pod_name: str | None) -> Live:
-    """All nodes, and one pod or every pod of the namespace, in name order."""
+def read_live(
+    options: kube.Options, namespace: str, pod_name: str | None, selector: LabelSelector | None = None
+) -> Live:
+    """All nodes (those `selector` matches), and one pod or every pod of the namespace, in name order."""
     live = cluster.connect(options)
     documents: Iterable[dict[str, Any]]
     if pod_name is None:
@@ -48,7 +51,7 @@ def read_live(options: kube.Options, namespace: str, pod_name: str | None) -> Li
     else:
         raise GpudrvError(f"pod {pod_name} not found in namespace {namespace} in the cluster at {live.host}")
     pods = sorted((_from_live(document) for document in documents), key=lambda pod: pod.name)
-    return Live(live.nodes(reads.for_workloads(pods)), pods, live.host)
+    return Live(live.nodes(selector, reads.for_workloads(pods)), pods, live.host)
 
 
 def scheduler_message(document: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ class Output(StrEnum):
     JSON = "json"
     MARKDOWN = "markdown"
     GITHUB = "github"
+    HTML = "html"
 
 
 class Installer(StrEnum):

@@ -1,11 +1,17 @@
 """`gpudrv apply --from DIR`: drive each node to its desired driver, one GPU Operator state at a time.
 
 The node's state label is the only memory: killed at any moment and run again, a node resumes at
-the step its label names, and every step can be repeated without harm.
+the step its label names. A step's own change to the node (the cordon, the driver labels, the
+uncordon) is written in the same patch as the next state's label, so it is on the node exactly when
+the node has moved on: a run killed at any moment never writes a step twice. Evictions are their own
+record (an evicted pod is gone). Every write applies to the node as read just before it, still held
+by this run (fleet.patch_node retries a write that lost a race to another writer); an API server
+that goes away for a while (restarted, etcd stalled) is waited for (kube.Gateway.patience).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -20,12 +26,13 @@ from typing import ClassVar
 from reconciler.adapters import kube
 from reconciler.adapters import operator as operator_files
 from reconciler.adapters.drainer import Drain, DrainTimeout
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.fleet import CONFLICT_RETRIES, Fleet
 from reconciler.commands import FINDINGS, OK, Installer
 from reconciler.commands import upgrades as up
 from reconciler.core import audit, diff, tags, upgrade
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import (
     FAILURE,
     INITIAL_UNSCHEDULABLE,
@@ -41,6 +48,7 @@ from reconciler.render.progress import Progress
 from reconciler.render.upgrades import plan_text
 
 LEASE_SECONDS = 60.0
+RECONNECT_SECONDS = 180.0  # how long an upgrade waits out an API server that stopped answering
 DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on its driver pods
 BUDGET_SETTLE_SECONDS = 30.0
 
@@ -56,10 +64,25 @@ class Settings:
     installer: Installer = Installer.LABELS
     install_timeout: float = 600.0
     force: bool = False
+    selector: LabelSelector | None = None  # -l: only the declared nodes whose declared labels match
 
 
 class StepFailed(Exception):
     """A step could not finish; the node goes to upgrade-failed with this reason."""
+
+
+class LeaseLost(Exception):
+    """Another run holds the node now (this run's lease expired under it): stop touching it."""
+
+
+@dataclass(frozen=True)
+class Writes:
+    """What a step changes on the node, written with the next state's label; `said` once written."""
+
+    labels: dict[str, str | None] = field(default_factory=dict)
+    annotations: dict[str, str | None] = field(default_factory=dict)
+    unschedulable: bool | None = None
+    said: str | None = None
 
 
 class Busy(Exception):
@@ -68,14 +91,16 @@ class Busy(Exception):
 
 def run(settings: Settings, options: kube.Options) -> int:
     _refuse_operator_resources(settings.from_dir)
-    desired = up.load_desired(settings.from_dir)  # 1. manifests and matrix are valid before anything
+    desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
     if settings.dry_run:
         return _dry_run(fleet, desired, images, settings)
+    fleet.gateway.patience = RECONNECT_SECONDS  # from here on the cluster changes: outages are waited out
+    fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     _sync_budgets(fleet, desired)  # 3. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
-    return _final_audit(fleet, images.working, outcome)
+    return _final_audit(fleet, images.working, outcome, settings.selector)
 
 
 def _refuse_operator_resources(from_dir: Path) -> None:
@@ -187,8 +212,10 @@ def _run_batch(
             outcome.blocked[plan.node] = reason
 
 
-def _final_audit(fleet: Fleet, working_tags: frozenset[str], outcome: Outcome) -> int:
-    result = audit.audit([live.node for live in fleet.gpu_nodes()], working_tags)
+def _final_audit(
+    fleet: Fleet, working_tags: frozenset[str], outcome: Outcome, selector: LabelSelector | None = None
+) -> int:
+    result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
     print(summary)
@@ -204,6 +231,7 @@ class NodeRun:
         self.owner = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:8]}"
         self.progress = Progress(self.name)
         self.renewed = 0.0
+        self.released = False
 
     def run(self) -> tuple[RunResult, str]:
         try:
@@ -211,35 +239,41 @@ class NodeRun:
         except Busy as exc:
             self.progress.say(str(exc))
             return RunResult.BLOCKED, str(exc)
-        state = self.plan.steps[0]
+        steps = self.plan.steps
+        state = steps[0]
         try:
-            for state in self.plan.steps:
-                self._enter(state)
-                self.actions[state](self)
+            self._enter(state, Writes())
+            for index, state in enumerate(steps):
+                writes = self.actions[state](self)
+                if index + 1 < len(steps):
+                    self._enter(steps[index + 1], writes)
             return RunResult.DONE, ""
         except (StepFailed, DrainTimeout) as exc:
             self._fail(state, str(exc))
             return RunResult.FAILED, str(exc)
+        except LeaseLost as exc:
+            self.released = True  # not ours to release
+            self.progress.say(str(exc))
+            return RunResult.BLOCKED, str(exc)
         finally:
             self._release()
 
-    # --- the steps ---------------------------------------------------------------------------------
+    # --- the steps: each returns its changes, written with the next state's label -----------------
 
-    def _start(self) -> None:
+    def _start(self) -> Writes:
         """Remember whether someone else had cordoned the node, before gpudrv cordons it."""
-        self.fleet.patch_node(
-            self.name, annotations={INITIAL_UNSCHEDULABLE: _flag(self.plan.cordoned_before)}
-        )
+        return Writes(annotations={INITIAL_UNSCHEDULABLE: _flag(self.plan.cordoned_before)})
 
-    def _cordon(self) -> None:
-        self.fleet.patch_node(self.name, unschedulable=True)
-        self.progress.say("cordoned")
+    def _cordon(self) -> Writes:
+        return Writes(unschedulable=True, said="cordoned")
 
-    def _evict_gpu_pods(self) -> None:
+    def _evict_gpu_pods(self) -> Writes:
         self._drain({Role.GPU})
+        return Writes()
 
-    def _drain_rest(self) -> None:
+    def _drain_rest(self) -> Writes:
         self._drain({Role.GPU, Role.OTHER, Role.FINISHED})
+        return Writes()
 
     def _drain(self, roles: set[Role]) -> None:
         Drain(
@@ -247,12 +281,12 @@ class NodeRun:
             say=self.progress.say, wait=self._waiting,
         ).run()  # fmt: skip
 
-    def _install(self) -> None:
+    def _install(self) -> Writes:
         if self.settings.installer is Installer.LABELS:
-            self.fleet.patch_node(self.name, labels=self.plan.target.labels())
-            self.progress.say(f"driver labels set to {self.plan.target.version}")
-            return
+            labels: dict[str, str | None] = dict(self.plan.target.labels())
+            return Writes(labels=labels, said=f"driver labels set to {self.plan.target.version}")
         self._wait_for_driver()
+        return Writes()
 
     def _wait_for_driver(self) -> None:
         """installer=wait: the driver DaemonSet's pod on the node is ready again, and GPU Feature
@@ -279,7 +313,7 @@ class NodeRun:
             return None
         return f"node reports driver {running.version if running else 'none'}, not {self.plan.target.version}"
 
-    def _validate(self) -> None:
+    def _validate(self) -> Writes:
         live = self._live()
         if (mismatch := self._driver_mismatch(live)) is not None:
             raise StepFailed(mismatch)
@@ -290,21 +324,27 @@ class NodeRun:
         if tag not in self.images.merged:
             raise StepFailed(f"{tag} is not in {self.images.path} on {self.images.ref}")
         self.progress.say(f"validated: {tag} is in the matrix")
+        return Writes()
 
-    def _uncordon(self) -> None:
+    def _uncordon(self) -> Writes:
+        """Uncordoned (unless it was cordoned before) as the node becomes upgrade-done, its upgrade
+        annotations and this run's lease removed in the same write: done leaves nothing behind."""
+        done: dict[str, str | None] = {INITIAL_UNSCHEDULABLE: None, FAILURE: None, OWNER: None}
         if self.plan.cordoned_before:
-            self.progress.say("left cordoned, as it was before the upgrade")
-            return
-        self.fleet.patch_node(self.name, unschedulable=False)
-        self.progress.say("uncordoned")
+            return Writes(annotations=done, said="left cordoned, as it was before the upgrade")
+        return Writes(annotations=done, unschedulable=False, said="uncordoned")
 
-    def _finish(self) -> None:
-        self.fleet.patch_node(self.name, annotations={INITIAL_UNSCHEDULABLE: None, FAILURE: None})
+    def _finish(self) -> Writes:
+        self.released = True  # the lease went with the uncordon write
         self.fleet.event(
-            self.name, "DriverUpgradeDone", f"driver {self.plan.target.version}, image {self.plan.target_tag}"
+            self.name,
+            "DriverUpgradeDone",
+            f"driver {self.plan.target.version}, image {self.plan.target_tag}",
+            name=self._event_name("done"),
         )
+        return Writes()
 
-    actions: ClassVar[dict[State, Callable[[NodeRun], None]]] = {
+    actions: ClassVar[dict[State, Callable[[NodeRun], Writes]]] = {
         State.REQUIRED: _start,
         State.CORDON: _cordon,
         State.POD_DELETION: _evict_gpu_pods,
@@ -317,9 +357,27 @@ class NodeRun:
 
     # --- bookkeeping -------------------------------------------------------------------------------
 
-    def _enter(self, state: State) -> None:
-        self.fleet.patch_node(self.name, labels={tags.UPGRADE_STATE: str(state)}, annotations=self._lease())
+    def _enter(self, state: State, writes: Writes) -> None:
+        """The state's label and the previous step's changes, in one write to the node this run holds."""
+        self.fleet.patch_node(
+            self.name,
+            labels={**writes.labels, tags.UPGRADE_STATE: str(state)},
+            annotations={**self._lease(), **writes.annotations},
+            unschedulable=writes.unschedulable,
+            expect=self._still_ours,
+        )
+        if writes.said:
+            self.progress.say(writes.said)
         self.progress.say(str(state))
+
+    def _still_ours(self, live: upgrade.LiveNode) -> None:
+        holder = _holder(live.annotations.get(OWNER))
+        if holder is not None and holder[0] != self.owner:
+            raise LeaseLost(f"{self.name}: taken over by another gpudrv run ({holder[0]}); left to it")
+
+    def _event_name(self, what: str) -> str:
+        """One event per run and outcome: sent again after a lost answer, it is the same event."""
+        return f"{self.name}.gpudrv-{what}-{self.owner.rsplit('/', 1)[-1]}"
 
     def _fail(self, state: State, reason: str) -> None:
         """upgrade-failed, the reason on the node and in an Event; a node we cordoned before touching
@@ -333,7 +391,13 @@ class NodeRun:
             annotations={FAILURE: f"{state}: {reason}"},
             unschedulable=False if restore else None,
         )
-        self.fleet.event(self.name, "DriverUpgradeFailed", f"at {state}: {reason}", warning=True)
+        self.fleet.event(
+            self.name,
+            "DriverUpgradeFailed",
+            f"at {state}: {reason}",
+            warning=True,
+            name=self._event_name("failed"),
+        )
         self.progress.say(f"upgrade-failed at {state}: {reason}" + ("; uncordoned again" if restore else ""))
 
     def _live(self) -> upgrade.LiveNode:
@@ -345,7 +409,7 @@ class NodeRun:
     def _waiting(self, text: str) -> None:
         """Long waits renew the lease, so no other run takes the node from under a slow drain."""
         if time.monotonic() - self.renewed > LEASE_SECONDS / 3:
-            self.fleet.patch_node(self.name, annotations=self._lease())
+            self.fleet.patch_node(self.name, annotations=self._lease(), expect=self._still_ours)
         self.progress.wait(text)
 
     def _lease(self) -> dict[str, str | None]:
@@ -353,21 +417,30 @@ class NodeRun:
         return {OWNER: json.dumps({"holder": self.owner, "expires": time.time() + LEASE_SECONDS})}
 
     def _acquire(self) -> None:
-        """Take the node with a compare-and-swap on its resourceVersion: two runs never drive one node."""
-        found = self.fleet.node(self.name)
-        if found is None:
-            raise Busy(f"{self.name}: not found in the cluster")
-        live, version = found
-        holder = _holder(live.annotations.get(OWNER))
-        if holder and holder[0] != self.owner and _alive(holder):
-            raise Busy(f"{self.name}: being upgraded by another gpudrv run ({holder[0]}), skipped")
-        try:
-            self.fleet.patch_node(self.name, annotations=self._lease(), resource_version=version)
-        except kube.Conflict:
-            raise Busy(f"{self.name}: changed while gpudrv took it (another run?), skipped") from None
+        """Take the node with a compare-and-swap on its resourceVersion: two runs never drive one node.
+        A swap lost to a writer that is not another run (a label, the kubelet) is tried again on the
+        node as it is now."""
+        for _ in range(CONFLICT_RETRIES):
+            found = self.fleet.node(self.name)
+            if found is None:
+                raise Busy(f"{self.name}: not found in the cluster")
+            live, version = found
+            holder = _holder(live.annotations.get(OWNER))
+            if holder and holder[0] != self.owner and _alive(holder):
+                raise Busy(f"{self.name}: being upgraded by another gpudrv run ({holder[0]}), skipped")
+            try:
+                self.fleet.patch_node(self.name, annotations=self._lease(), resource_version=version)
+                return
+            except kube.Conflict:
+                self.fleet.conflicts += 1
+                time.sleep(0.1)
+        raise Busy(f"{self.name}: changed under every attempt to take it ({CONFLICT_RETRIES}), skipped")
 
     def _release(self) -> None:
-        self.fleet.patch_node(self.name, annotations={OWNER: None})
+        if not self.released:
+            with contextlib.suppress(LeaseLost):  # another run holds it now: its lease is not ours to drop
+                self.fleet.patch_node(self.name, annotations={OWNER: None}, expect=self._still_ours)
+            self.released = True
 
 
 def _flag(value: bool) -> str:

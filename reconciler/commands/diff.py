@@ -8,18 +8,28 @@ from reconciler.adapters import cluster, github, kube, manifests, operator
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import reads
 from reconciler.core.diff import diff
+from reconciler.core.label_selector import LabelSelector
 from reconciler.render import diff as show
 
 
-def run(desired_dir: Path, options: kube.Options, output: Output) -> int:
+def run(
+    desired_dir: Path, options: kube.Options, output: Output, selector: LabelSelector | None = None
+) -> int:
     # Read git first: a broken manifest is reported without touching the cluster.
     nodes, budgets = manifests.load_nodes(desired_dir), manifests.load_budget_specs(desired_dir)
+    if selector is not None:  # like kubectl diff -l: the manifests selected by the labels they declare
+        nodes = [node for node in nodes if selector.matches(node.labels)]
     resources = operator.load_resources(desired_dir)
     live = cluster.connect(options)
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
     live_resources = operator.live_resources(live.gateway)
-    live_nodes = live.nodes(reads.for_declared(nodes))
+    # Each live node keeps the labels a manifest declares, and those the selector reads.
+    keys = reads.for_declared(nodes) | (selector.keys() if selector is not None else frozenset())
+    live_nodes = live.nodes(labels=keys)
+    if selector is not None:  # a declared node is compared by name; an undeclared one only if selected
+        declared = {node.name for node in nodes}
+        live_nodes = [node for node in live_nodes if node.name in declared or selector.matches(node.labels)]
     drift = diff(nodes, live_nodes, budgets, live_budgets, (resources, live_resources))
     if output is Output.GITHUB:
         github.publish(

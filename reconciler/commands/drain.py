@@ -12,10 +12,13 @@ from reconciler.errors import GpudrvError
 from reconciler.render.progress import Progress
 
 ROLES = (Role.GPU, Role.OTHER, Role.FINISHED)
+RECONNECT_SECONDS = 180.0  # a drain waits out an API server that stopped answering for this long
 
 
 def run(node: str, timeout: float, force: bool, preflight: bool, options: kube.Options) -> int:
     fleet = Fleet(kube.connect(options))
+    fleet.gateway.patience = RECONNECT_SECONDS  # once reached: a restart mid-drain is waited out
+    fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     if fleet.node(node) is None:
         raise GpudrvError(f"node {node} not found in the cluster at {fleet.host}")
     found = budget.blockers(fleet.pods_on(node), fleet.budgets(), force)

@@ -75,12 +75,15 @@ def read(target: str | None, namespace: str | None, source: NodeSource) -> tuple
         if target is not None and not found:
             within = f" in namespace {namespace}" if namespace else ""
             raise GpudrvError(f"{target} not found{within} under {source.from_dir}")
-        return _as_upgraded(source, manifests.load_nodes(source.from_dir)), found
+        nodes = [node for node in manifests.load_nodes(source.from_dir) if source.selects(node)]
+        return _as_upgraded(source, nodes), found
     if kind not in (None, "Pod"):
         raise GpudrvError(
             f"live, explain reads pods: give pod/NAME or no target (for {target}, use --from DIR)"
         )
-    live = workloads.read_live(source.cluster, namespace or placement.DEFAULT_NAMESPACE, name)
+    live = workloads.read_live(
+        source.cluster, namespace or placement.DEFAULT_NAMESPACE, name, source.selector
+    )
     return live.nodes, live.pods
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import git
+from reconciler.adapters import files, git
 from reconciler.commands import OK, Output
 from reconciler.errors import GpudrvError
 from reconciler.render import history as show
@@ -13,7 +13,7 @@ from reconciler.render import history as show
 def run(matrix_path: Path, output: Output) -> int:
     repo, repo_path = git.locate(matrix_path)
     lifetimes = git.matrix_history(repo, repo_path)
-    if not lifetimes and not (Path.cwd() / matrix_path).exists():
+    if not lifetimes and not files.absolute(matrix_path).exists():
         raise GpudrvError(f"{matrix_path}: no such file, and no commit on HEAD ever had it")
     print(show.json_lines(show.as_json(lifetimes)) if output is Output.JSON else show.as_text(lifetimes))
     return OK

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import files, github, schemas
-from reconciler.adapters.sources import read_matrix, require_valid
+from reconciler.adapters import github, matrix_file, schemas
+from reconciler.adapters.sources import read_matrix
 from reconciler.commands import ERROR, OK, Output
 from reconciler.core import matrix
 from reconciler.core.tags import ImageKey
@@ -30,15 +30,11 @@ def add(path: Path, key: ImageKey) -> int:
     if problems:
         raise GpudrvError(f"refused {key.as_csv()}: {'; '.join(problems)}")
     # Read, check and write under one lock: two adds at once must not both append to the same text.
-    with files.locked(path) as target:
-        text, existing = read_matrix(path)
-        if (row := require_valid(path, existing).find(key)) is not None:
-            print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
-            return OK
-        updated = matrix.append_row(text, key)
-        files.write_atomic(target, updated)
-    line = updated.rstrip("\r\n").count("\n") + 1
-    print(f"added {key.as_csv()} at {path}:{line} (image tag {key.tag})")
+    [row] = matrix_file.append(path, [key])
+    if not row.added:
+        print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
+        return OK
+    print(f"added {key.as_csv()} at {path}:{row.line} (image tag {key.tag})")
     return OK
 
 

@@ -15,6 +15,7 @@ from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
 from reconciler.core import reads, rollout
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
 from reconciler.render import upgrades as show
@@ -29,23 +30,32 @@ def run(
     options: kube.Options,
     output: Output,
     operator_version: str | None = None,
+    selector: LabelSelector | None = None,
 ) -> int:
-    desired = up.load_desired(from_dir)
+    desired = up.load_desired(from_dir, selector)
     images = up.load_images(matrix_path, merged_ref)
     fleet = up.connect(options)
     version = operator_version or operator_files.live_operator_version(fleet.gateway)
     contract = operator_files.offline_contract(from_dir, version)
     if contract.mode is not Mode.LAB:
-        return _operator_plan(fleet, contract, images, force, output)
+        return _operator_plan(fleet, contract, images, force, output, selector=selector)
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
     print(show.plan_json(plans, images) if output is Output.JSON else show.plan_text(plans, images))
     return FINDINGS if any(plan.blocked for plan in plans) else OK
 
 
-def _operator_plan(fleet: Fleet, contract: Contract, images: Images, force: bool, output: Output) -> int:
+def _operator_plan(
+    fleet: Fleet,
+    contract: Contract,
+    images: Images,
+    force: bool,
+    output: Output,
+    *,
+    selector: LabelSelector | None,
+) -> int:
     """The resources in git applied to the live nodes' facts (kernel, OS, the driver they run)."""
-    live = fleet.cluster.gpu_nodes(reads.for_contract(contract))
+    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
     found = operator_files.wants(contract, live)
     moving = [
         w.node.name

@@ -1,4 +1,5 @@
-"""`gpudrv status` and `gpudrv report`: where every GPU node stands, computed now from the cluster."""
+"""`gpudrv status` and `gpudrv report`: where every GPU node stands, computed now from the cluster
+(report: or from the manifests under --from; -o html is the fleet page, commands/fleet_page.py)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
-from reconciler.adapters import github, manifests, operator
+from reconciler.adapters import declared_nodes, github, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import OK, Output
+from reconciler.commands import OK, Output, fleet_page
 from reconciler.core import audit, budget, reads, rollout, tags, upgrade
+from reconciler.core import fleet_page as fleet_page_data
 from reconciler.core.operator import Want
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
@@ -30,7 +32,7 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
-    live = sorted(fleet.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
+    live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
     budgets = fleet.budgets() if live else []
     wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
     # One pod list for every node a budget may hold, not a request per node.
@@ -92,6 +94,13 @@ def _drain_ahead(live: LiveNode, desired: Node | None) -> bool:
 def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     contract = source.contract()
+    if output is Output.HTML:
+        live = sorted(_report_nodes(source), key=lambda node: node.name)
+        found = operator.wants(contract, [n.node for n in live])
+        return fleet_page.run(
+            matrix_path, parsed, found, nodes=live, reasons=_holds(source, live), source=source
+        )
+    # Text and JSON need the labels alone: one list, each node keeping what the contract reads.
     nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
     found = operator.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
@@ -103,3 +112,20 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
     print(github.json_text(data) if output is Output.JSON else show.report_text(data))
     return OK
+
+
+def _report_nodes(source: NodeSource) -> list[LiveNode]:
+    """The GPU nodes: live, or as the manifests under --from declare them."""
+    if source.from_dir is not None:
+        return [node for node in declared_nodes.gpu_nodes(source.from_dir) if source.selects(node.node)]
+    return Fleet(source.live.gateway).gpu_nodes(source.selector)
+
+
+def _holds(source: NodeSource, nodes: list[LiveNode]) -> dict[str, str]:
+    """What holds each node, as status's BLOCKER says it; offline, only a recorded failure."""
+    if source.from_dir is not None:
+        return fleet_page_data.reasons_by_node({node.name: node.annotations for node in nodes})
+    fleet = Fleet(source.live.gateway)
+    budgets = fleet.budgets() if nodes else []
+    pods = fleet.pods_on_nodes([node.name for node in nodes if _drain_ahead(node, None)])
+    return {node.name: held for node in nodes if (held := _blocker(node, None, budgets, pods))}

@@ -11,6 +11,7 @@ from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import valid_matrix
 from reconciler.core import budget, matrix, reads, upgrade
 from reconciler.core.diff import Budget as DeclaredBudget
+from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Images, LiveNode, NodePlan
 from reconciler.errors import GpudrvError
@@ -22,8 +23,12 @@ class Desired:
     budgets: list[DeclaredBudget]
 
 
-def load_desired(from_dir: Path) -> Desired:
-    return Desired(manifests.load_nodes(from_dir), manifests.load_budget_specs(from_dir))
+def load_desired(from_dir: Path, selector: LabelSelector | None = None) -> Desired:
+    """The declared nodes (those whose declared labels `selector` matches) and budgets."""
+    nodes = manifests.load_nodes(from_dir)
+    if selector is not None:
+        nodes = [node for node in nodes if selector.matches(node.labels)]
+    return Desired(nodes, manifests.load_budget_specs(from_dir))
 
 
 def load_images(matrix_path: Path, merged_ref: str | None) -> Images:
@@ -68,7 +73,7 @@ class Live:
 def read_live(fleet: Fleet, desired: Desired) -> Live:
     """The GPU nodes, the declared nodes that are not (yet) GPU nodes, the pods on every node to
     upgrade and the budgets: a constant number of requests whatever the fleet's size."""
-    nodes = {node.name: node for node in fleet.gpu_nodes(reads.FLEET)}
+    nodes = {node.name: node for node in fleet.gpu_nodes(labels=reads.FLEET)}
     elsewhere = {d.name for d in desired.nodes if d.name not in nodes and upgrade.driver(d.labels)}
     if elsewhere:  # declared with a driver, not labelled a GPU node live: read every node once
         nodes.update((n.name, n) for n in fleet.live_nodes("", reads.FLEET) if n.name in elsewhere)

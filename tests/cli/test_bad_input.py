@@ -201,7 +201,7 @@ def test_kubeconfig_problems(lab: Path) -> None:
 
 
 def test_from_and_kubeconfig_together_is_a_usage_error(lab: Path) -> None:
-    for command in (["audit"], ["tag", "lab-node-0"]):
+    for command in (["audit"], ["tag", "lab-node-0"], ["report"]):
         result = run_main(*command, "--from", "clusters/lab", "--kubeconfig", "k", cwd=lab)
         assert_one_line_error(result, "--from reads manifests, not the cluster; drop --kubeconfig/--context")
 
@@ -231,7 +231,7 @@ def test_upgrade_commands_bad_input(lab: Path, args: list[str], fragment: str) -
             ["apply", "--from", "clusters/lab", "--max-parallel", "0"],
             "'0' is not a whole number of at least 1",
         ),
-        (["report", "--from", "clusters/lab"], "unrecognized arguments: --from"),
+        (["report", "--from", "clusters/lab", "-o", "markdown"], "invalid choice: 'markdown'"),
     ],
 )
 def test_upgrade_commands_usage_errors(lab: Path, args: list[str], fragment: str) -> None:

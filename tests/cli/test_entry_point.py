@@ -21,6 +21,7 @@ COMMANDS = (
     "report",
     "explain",
     "diff",
+    "init",
 )
 
 

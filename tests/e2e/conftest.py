@@ -180,15 +180,25 @@ def node_manifest(name: str, labels: dict[str, str]) -> str:
     return json.dumps(document)
 
 
+TEST_LABEL = "e2e.gpudrv.dev/nodes"
+
+
 @dataclass
 class FakeNodes:
-    """Creates kwok fake nodes, waits until they are Ready, and deletes them after the test."""
+    """Creates kwok fake nodes, waits until they are Ready, and deletes them after the test. Each node
+    carries TEST_LABEL=<this test's id>: `selector` scopes a command to them (`-l`), whatever other
+    GPU nodes the cluster has (a developer's own experiments, another test's)."""
 
     kube: Kube
     created: list[str] = field(default_factory=list)
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+
+    @property
+    def selector(self) -> str:
+        return f"{TEST_LABEL}={self.id}"
 
     def add(self, name: str, **labels: str) -> str:
-        self.kube.apply(node_manifest(name, labels))
+        self.kube.apply(node_manifest(name, {TEST_LABEL: self.id, **labels}))
         self.created.append(name)
         self.kube.wait_for(f"node {name} Ready", lambda: self.ready(name))
         return name

@@ -17,6 +17,50 @@ LAB_NODES = ["lab-node-0", "lab-node-1", "lab-node-2", "lab-node-3"]
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 # The GPU Operator's upgrade states, in order; tests/unit/test_upgrade.py pins them literally.
 STATES = [str(state) for state in ORDER]
+# The cluster may have other GPU nodes (a developer's own experiments, another test's): the lab's copy
+# labels its nodes with LAB_LABEL and keeps its workloads on them (confine), and the commands that list
+# nodes are scoped to them with -l (scoped), so nothing else is counted, audited or scheduled on.
+LAB_LABEL = "e2e.gpudrv.dev/lab"
+LAB_SELECTOR = f"{LAB_LABEL}=true"
+SCOPED = {"audit", "status", "report", "explain", "diff", "plan", "apply"}
+_POD_SPECS = {
+    "Pod": ("spec",),
+    "Deployment": ("spec", "template", "spec"),
+    "Job": ("spec", "template", "spec"),
+}
+
+
+def confine(folder: Path) -> None:
+    """In a copy of the lab (clusters/lab under `folder`): every Node gets LAB_LABEL, every workload a
+    nodeSelector for it (ANDed with its own placement, so the lab's scheduling is the same)."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString
+
+    yaml = YAML(typ="rt")
+    yaml.width = 4096
+    yaml.indent(mapping=2, sequence=4, offset=2)  # the lab's own style
+    yaml.preserve_quotes = True  # set_driver edits the quoted driver labels as the lab writes them
+    true = DoubleQuotedScalarString("true")
+    for path in sorted((folder / "clusters" / "lab").rglob("*.yaml")):
+        documents = list(yaml.load_all(path.read_text()))
+        for document in documents:
+            kind = document.get("kind") if isinstance(document, dict) else None
+            if kind == "Node":
+                document["metadata"].setdefault("labels", {})[LAB_LABEL] = true
+            elif kind in _POD_SPECS:
+                spec = document
+                for key in _POD_SPECS[kind]:
+                    spec = spec[key]
+                spec.setdefault("nodeSelector", {})[LAB_LABEL] = true
+        with path.open("w") as handle:
+            yaml.dump_all(documents, handle)
+
+
+def scoped(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The command, scoped to the lab's nodes when it lists nodes."""
+    if args and args[0] in SCOPED:
+        return (args[0], "-l", LAB_SELECTOR, *args[1:])
+    return args
 
 
 @dataclass
@@ -33,6 +77,7 @@ class GitLab:
         (folder / "clusters/lab/nodes/lab-node-3.yaml").write_text(node_3)
         with (folder / "matrix/support-matrix.csv").open("a") as handle:
             handle.write("550,6.8.0-52-generic,ubuntu24.04\n")
+        confine(folder)
         lab = cls(folder, kube)
         lab.git("init", "-q", "-b", "main")
         lab.commit("the lab fleet")
@@ -51,12 +96,12 @@ class GitLab:
         self.git("commit", "-q", "-m", message)
 
     def gpudrv(self, *args: str) -> subprocess.CompletedProcess[str]:
-        return self.kube.gpudrv(*args, cwd=self.root)
+        return self.kube.gpudrv(*scoped(args), cwd=self.root)
 
     def start_gpudrv(self, *args: str) -> subprocess.Popen[str]:
         """gpudrv running in the background, to be killed or waited for by the test."""
         return subprocess.Popen(
-            [*gpudrv_command(), *args],
+            [*gpudrv_command(), *scoped(args)],
             cwd=self.root,
             env=gpudrv_env(self.kube.env),
             stdout=subprocess.PIPE,
@@ -87,7 +132,7 @@ class GitLab:
             self.kube.run("wait", "--for=condition=Ready", f"node/{name}", "--timeout=60s")
         self.kube.run("apply", "-f", str(workloads / "trainer.yaml"))
         self.kube.wait_for("4 trainers Running", lambda: len(self.running("app=trainer")) == 4)
-        # Nodes of other tests would also take trainers; the upgrade scenario needs one per lab node.
+        # confine() keeps the trainers on the lab's nodes: the upgrade scenario needs one per lab node.
         assert sorted(self.running("app=trainer").values()) == LAB_NODES
         self.kube.wait_for(
             "trainer-pdb status", lambda: self.pdb_status("trainer-pdb").get("currentHealthy") == 4

@@ -64,7 +64,7 @@ def test_audit_sees_every_change_at_once(kube: Kube, nodes: FakeNodes, unique: s
     matrix = write_matrix(tmp_path, "550,5.15.0-119-generic,ubuntu22.04")
 
     def audit() -> tuple[int, str]:
-        result = kube.gpudrv("audit", "--matrix", str(matrix))
+        result = kube.gpudrv("audit", "--matrix", str(matrix), "-l", nodes.selector)
         assert result.stderr == ""
         return result.returncode, result.stdout
 
@@ -97,9 +97,8 @@ def test_audit_sees_every_change_at_once(kube: Kube, nodes: FakeNodes, unique: s
 def test_audit_json_live(kube: Kube, nodes: FakeNodes, unique: str, tmp_path: Path) -> None:
     a = nodes.add_gpu(f"{unique}-a")
     b = nodes.add_gpu(f"{unique}-b", {MAJOR: "535"})
-    result = kube.gpudrv(
-        "audit", "-o", "json", "--matrix", str(write_matrix(tmp_path, "550,5.15.0-119-generic,ubuntu22.04"))
-    )
+    matrix = write_matrix(tmp_path, "550,5.15.0-119-generic,ubuntu22.04")
+    result = kube.gpudrv("audit", "-o", "json", "--matrix", str(matrix), "-l", nodes.selector)
     assert result.returncode == 1
     data = json.loads(result.stdout)
     assert data["audited"] == [a, b]
@@ -133,6 +132,8 @@ def test_audit_with_context_and_kubeconfig_flags(
         context,
         "--matrix",
         str(matrix),
+        "--selector",
+        nodes.selector,
         env={"KUBECONFIG": ""},
     )
     assert (result.returncode, result.stdout, result.stderr) == (0, "OK\n", "")

@@ -1,7 +1,7 @@
-"""The workflows' own commands, run as GitHub Actions runs them: the `run:` scripts of
-.github/workflows/*.yml with GITHUB_ACTIONS, GITHUB_STEP_SUMMARY (one file per step),
-GITHUB_WORKSPACE and RUNNER_TEMP set, on a clone of a temporary git repository (the PR check) and
-against the real cluster (the live audit, and diff).
+"""The workflows' own commands, run as GitHub Actions runs them (tests/actions.py): the gpudrv action's
+steps (action.yml) with the inputs .github/workflows/*.yml give it, GITHUB_ACTIONS, GITHUB_STEP_SUMMARY
+(one file per step), GITHUB_WORKSPACE and RUNNER_TEMP set, on a clone of a temporary git repository
+(the PR check) and against the real cluster (the live audit, and diff).
 
 Other tests share the cluster: assertions look only at this test's nodes, and a node that breaks an
 audit (gpu.present=true, image not in the matrix) lives only while the audit runs.
@@ -13,13 +13,12 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
+from tests import actions
+from tests.actions import StepRun
 from tests.conftest import REPO
 from tests.e2e.conftest import FakeNodes, Kube
 from tests.e2e.gitops import GitLab
@@ -29,77 +28,12 @@ BIN = Path(sys.executable).parent
 KERNEL = "feature.node.kubernetes.io/kernel-version.full"
 MAJOR = "nvidia.com/cuda.driver.major"
 MATRIX = "matrix/support-matrix.csv"
-INTENDED = re.compile(
-    r"::(error|warning|notice)( (file|line|title)=[^,:\r\n]*(,(file|line|title)=[^,:\r\n]*)*)?::"
-)
-EXPRESSION = re.compile(r"\$\{\{\s*([\w.]+)\s*\}\}")
-
-
-@dataclass
-class StepRun:
-    name: str
-    code: int
-    stdout: str
-    stderr: str
-    summary: str
-
-    def commands(self) -> list[str]:
-        """Every line the runner would read as a workflow command; each must be an annotation."""
-        found = [line for line in (self.stdout + self.stderr).splitlines() if line.startswith("::")]
-        for line in found:
-            assert INTENDED.match(line), f"{self.name}: not an intended workflow command: {line!r}"
-        return found
 
 
 def run_workflow(
     name: str, workspace: Path, runner: Path, contexts: dict[str, str], only: str | None = None
 ) -> dict[str, StepRun]:
-    """Each `run:` step of the workflow but the install (gpudrv is installed), as the runner runs it."""
-    flow: dict[str, Any] = YAML(typ="safe").load((WORKFLOWS / name).read_text())
-    results: dict[str, StepRun] = {}
-    for job in flow["jobs"].values():
-        for number, step in enumerate(job["steps"]):
-            if "run" not in step or "pip install" in step["run"] or (only and only not in step["run"]):
-                continue
-            env = {
-                key: _evaluate(value, contexts)
-                for key, value in {**flow.get("env", {}), **step.get("env", {})}.items()
-            }
-            results[step["name"]] = _run_step(step["name"], step["run"], env, workspace, runner / str(number))
-    return results
-
-
-def _evaluate(value: Any, contexts: dict[str, str]) -> str:
-    def lookup(match: re.Match[str]) -> str:
-        assert match[1] in contexts, f"the test gives no value for ${{{{ {match[1]} }}}}"
-        return contexts[match[1]]
-
-    return EXPRESSION.sub(lookup, str(value))
-
-
-def _run_step(name: str, script: str, env: dict[str, str], workspace: Path, temp: Path) -> StepRun:
-    temp.mkdir(parents=True)
-    summary = temp / "step_summary.md"
-    github = {
-        "CI": "true",
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_STEP_SUMMARY": str(summary),
-        "RUNNER_TEMP": str(temp),
-        "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
-    }
-    ambient = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
-    result = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],  # the runner's default shell
-        cwd=workspace,
-        env={**ambient, **github, **env},
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
-    )
-    text = summary.read_text() if summary.exists() else ""
-    return StepRun(name, result.returncode, result.stdout, result.stderr, text)
+    return actions.run_workflow(WORKFLOWS / name, workspace, runner, contexts, only)
 
 
 def git(folder: Path, *args: str) -> str:
@@ -213,9 +147,7 @@ def test_live_audit_workflow_annotates_a_node_without_its_image(
     gap = nodes.add_gpu(f"{unique}-gap", {KERNEL: "5.15.0-999-generic"})
     try:
         contexts = {"secrets.KUBECONFIG": kube.kubeconfig.read_text()}
-        [audit] = run_workflow(
-            "audit.yml", workspace, tmp_path / "runner", contexts, only="gpudrv audit"
-        ).values()
+        [audit] = run_workflow("audit.yml", workspace, tmp_path / "runner", contexts, only="audit").values()
     finally:
         # A gpu.present node whose image is missing fails everyone's audit: gone as soon as possible.
         kube.run("delete", "node", gap, "--ignore-not-found", "--wait=false", check=False)
@@ -234,7 +166,7 @@ def test_live_audit_workflow_annotates_a_node_without_its_image(
     rows = audit.summary.splitlines()
     assert f"| `{gap}` | **MISSING** | `{tag}` | `live` |" in rows
     assert not any(covered in row for row in rows)
-    assert not any((tmp_path / "runner").glob("*/kubeconfig")), "the workflow leaves the kubeconfig behind"
+    assert not any((tmp_path / "runner").glob("*/kubeconfig*")), "the workflow leaves the kubeconfig behind"
 
 
 def test_diff_in_actions_annotates_the_manifest_that_drifted(

@@ -13,10 +13,12 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Kube
-from tests.e2e.gitops import STATES
+from tests.e2e.gitops import LAB_LABEL, LAB_SELECTOR, STATES, confine
 
 NS = "gpu-drv"
 LAB_NODES = ["lab-node-0", "lab-node-1", "lab-node-2", "lab-node-3"]
+# The lab's nodes only: the cluster may have other GPU nodes (a developer's own, another test's).
+LAB = ("-l", LAB_SELECTOR)
 NODE_3 = {
     "apiVersion": "v1",
     "kind": "Node",
@@ -26,6 +28,7 @@ NODE_3 = {
         "labels": {
             "kubernetes.io/hostname": "lab-node-3",
             "type": "kwok",
+            LAB_LABEL: "true",
             "nvidia.com/gpu.present": "true",
             "nvidia.com/cuda.driver.major": "550",
             "nvidia.com/cuda.driver.minor": "90",
@@ -41,7 +44,9 @@ DRAIN = ["drain", "lab-node-1", "--ignore-daemonsets", "--delete-emptydir-data",
 
 @pytest.fixture
 def lab_cluster(kube: Kube, lab: Path) -> Iterator[Path]:
-    """The lab's nodes and namespace on the cluster, removed afterwards (the names are the lab's own)."""
+    """The lab's nodes and namespace on the cluster, removed afterwards (the names are the lab's own);
+    its workloads kept on its nodes (confine), whatever other nodes the cluster has."""
+    confine(lab)
     yield lab
     kube.run("delete", "namespace", NS, "--ignore-not-found", "--wait=true", "--timeout=60s", check=False)
     kube.run("delete", "node", *LAB_NODES, "--ignore-not-found", check=False)
@@ -84,14 +89,14 @@ def test_the_lab(kube: Kube, lab_cluster: Path) -> None:
     assert gpudrv("tag", "lab-node-2") == (0, "550-6.8.0-45-generic-ubuntu24.04\n")
 
     # 3. The matrix covers the fleet.
-    assert gpudrv("audit") == (0, "OK\n")
+    assert gpudrv("audit", *LAB) == (0, "OK\n")
 
     # 4. A new node with a newer kernel: MISSING until its image row is added.
     kube.apply(json.dumps(NODE_3))
     kube.run("wait", "--for=condition=Ready", "node/lab-node-3", "--timeout=60s")
-    assert gpudrv("audit") == (1, "lab-node-3 MISSING 550-6.8.0-52-generic-ubuntu24.04\n")
+    assert gpudrv("audit", *LAB) == (1, "lab-node-3 MISSING 550-6.8.0-52-generic-ubuntu24.04\n")
     assert gpudrv("matrix", "add", "550", "6.8.0-52-generic", "ubuntu24.04")[0] == 0
-    assert gpudrv("audit") == (0, "OK\n")
+    assert gpudrv("audit", *LAB) == (0, "OK\n")
 
     # 5. CUDA jobs state their driver as node-label conditions.
     kube.run("apply", "-f", str(lab / "clusters/lab/workloads/cuda-jobs.yaml"))
@@ -140,16 +145,16 @@ def test_the_lab(kube: Kube, lab_cluster: Path) -> None:
     kube.run("uncordon", "lab-node-1")
     kube.run("label", "node", "lab-node-1", f"{label}={STATES[7]}", "--overwrite")
     kube.wait_for("the trainer back on lab-node-1", lambda: "lab-node-1" in running_trainers(kube).values())
-    assert gpudrv("audit") == (0, "OK\n")
+    assert gpudrv("audit", *LAB) == (0, "OK\n")
 
     # 8. The final report, computed from the live cluster and the files.
-    code, out = gpudrv("report")
+    code, out = gpudrv("report", *LAB)
     assert code == 0
     report = out.splitlines()
     assert report[:3] == ["NODES=4", "SKEW=0", "MATRIX_ROWS=5"]
     assert "LAB_NODE_1_TAG=550-5.15.0-107-generic-ubuntu22.04" in report
     assert "LAB_NODE_1_UPGRADE_STATE=upgrade-done" in report
-    assert json.loads(gpudrv("report", "-o", "json")[1])["per_node"]["lab-node-1"] == {
+    assert json.loads(gpudrv("report", "-o", "json", *LAB)[1])["per_node"]["lab-node-1"] == {
         "tag": "550-5.15.0-107-generic-ubuntu22.04",
         "upgrade_state": "upgrade-done",
     }

@@ -85,12 +85,12 @@ def test_no_answer_is_unreachable() -> None:
 
 def test_pages_follow_the_continue_token() -> None:
     answers = {
-        None: {"items": [1, 2], "metadata": {"continue": "t"}},
-        "t": {"items": [3], "metadata": {}},
+        None: {"items": [{"n": 1}, {"n": 2}], "metadata": {"continue": "t"}},
+        "t": {"items": [{"n": 3}], "metadata": {}},
     }
     gateway = kube.Gateway(None, HOST)
     items = gateway.pages(lambda token: SimpleNamespace(data=json.dumps(answers[token])))
-    assert list(items) == [1, 2, 3]
+    assert list(items) == [{"n": 1}, {"n": 2}, {"n": 3}]
 
 
 def test_one_pdb_document_two_views() -> None:

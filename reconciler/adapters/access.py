@@ -1,0 +1,63 @@
+"""Ask the API server what this identity may do: SelfSubjectReview (who am I) and
+SelfSubjectAccessReview (may I), as `kubectl auth whoami` and `kubectl auth can-i` do."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from reconciler.adapters import kube
+from reconciler.core.access import Access
+
+
+@dataclass(frozen=True)
+class Answer:
+    access: Access
+    allowed: bool
+    reason: str = ""
+
+
+def whoami(gateway: kube.Gateway) -> str:
+    """The user name the API server sees; '' if it cannot say (API older than 1.28)."""
+    body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    api = kube.authentication(gateway)
+    try:
+        answer = gateway.read(lambda: api.create_self_subject_review_with_http_info(body, **kube.raw()))
+    except (kube.NotFound, kube.Forbidden):
+        return ""
+    return str(((answer.get("status") or {}).get("userInfo") or {}).get("username", ""))
+
+
+def review(gateway: kube.Gateway, access: Access) -> Answer:
+    body = {
+        "apiVersion": "authorization.k8s.io/v1",
+        "kind": "SelfSubjectAccessReview",
+        "spec": {"resourceAttributes": access.attributes()},
+    }
+    api = kube.authorization(gateway)
+    answer = gateway.read(lambda: api.create_self_subject_access_review_with_http_info(body, **kube.raw()))
+    status = answer.get("status") or {}
+    return Answer(access, bool(status.get("allowed")), str(status.get("reason") or ""))
+
+
+@dataclass(frozen=True)
+class Report:
+    user: str
+    needed: list[Answer]  # what the mode needs
+    excessive: list[Answer]  # what it must not be able to do
+
+    @property
+    def missing(self) -> list[Answer]:
+        return [answer for answer in self.needed if not answer.allowed]
+
+    @property
+    def excess(self) -> list[Answer]:
+        return [answer for answer in self.excessive if answer.allowed]
+
+
+def report(gateway: kube.Gateway, needs: Sequence[Access], excess: Sequence[Access]) -> Report:
+    return Report(
+        whoami(gateway),
+        [review(gateway, item) for item in needs],
+        [review(gateway, item) for item in excess],
+    )

@@ -1,0 +1,416 @@
+"""The OCI registry over HTTPS: does a tag's manifest exist (HEAD), and which tags are there (tags/list).
+
+The few calls of the OCI distribution API gpudrv needs, over urllib3 (installed with the kubernetes
+client; an import contract allows it here and in the Kubernetes gateway). No OCI client library on
+PyPI fits: oras-py sends requests without a timeout and retries a refused connection five times with
+sleeps of up to 83 s, and keeps one token for all threads; python-dxf builds on requests with an
+unmaintained header parser (www-authenticate, 2015) and tqdm. See docs/registry.md.
+
+Authentication follows the registry's challenge: a 401 with `WWW-Authenticate: Bearer realm=...,
+service=..., scope=...` is answered by a token from the realm (sending the Basic credentials, if any);
+`Basic` by the credentials themselves. Credentials come from $REGISTRY_AUTH_FILE, else the docker
+config ($DOCKER_CONFIG/config.json, ~/.docker/config.json): `auths[host].auth` (base64 of
+user:password) or `username`/`password`. Credential helpers are not run: a host whose credentials a
+helper keeps is one clear error. Without an entry for the host gpudrv asks anonymously.
+
+Every request has a timeout; a registry that is down, refuses or answers what the protocol does not
+allow is one GpudrvError naming it (exit 2). Trust: the system's CAs, or $SSL_CERT_FILE.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import concurrent.futures
+import json
+import os
+import re
+import threading
+import urllib.parse
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from reconciler import __version__
+from reconciler.adapters import files
+from reconciler.core.registry import (
+    DOCKER_HUB,
+    Challenge,
+    Repository,
+    challenges,
+    next_link,
+    tags_of,
+    token_of,
+)
+from reconciler.errors import GpudrvError
+
+if TYPE_CHECKING:
+    import urllib3
+
+CONCURRENCY = 8  # requests in flight at once
+CONNECT_TIMEOUT = 5.0  # seconds: a host that does not answer fails fast
+READ_TIMEOUT = 20.0  # seconds for an answer once connected
+PAGE_SIZE = 1000  # tags per tags/list page (the registry may give fewer; Link says where the rest is)
+MAX_PAGES = 10_000
+AUTH_FILE = "REGISTRY_AUTH_FILE"
+MANIFEST_TYPES = ", ".join(
+    (
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+    )
+)
+
+
+# --- credentials ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Credentials:
+    username: str
+    password: str
+    source: Path  # the file they came from, for messages
+
+    def basic(self) -> str:
+        pair = f"{self.username}:{self.password}".encode()
+        return "Basic " + base64.b64encode(pair).decode("ascii")
+
+
+def auth_file() -> Path | None:
+    """$REGISTRY_AUTH_FILE (podman, skopeo, buildah), else the docker config when it exists."""
+    given = os.environ.get(AUTH_FILE)
+    if given is not None:
+        if not given.strip():
+            raise GpudrvError(f"${AUTH_FILE}: empty path (is a variable unset?)")
+        return Path(given)
+    folder = os.environ.get("DOCKER_CONFIG")
+    path = Path(folder) / "config.json" if folder else Path.home() / ".docker" / "config.json"
+    return path if path.is_file() else None
+
+
+def credentials(repository: Repository, path: Path | None = None) -> Credentials | None:
+    """The credentials for the repository's registry from the auth file, or None (anonymous). An entry
+    for the repository or one of its parents (podman's auth.json) wins over the host's."""
+    path = path or auth_file()
+    if path is None:
+        return None
+    document = _read_json(path)
+    auths = _mapping(document.get("auths"), path, "auths")
+    entries = {_normal_key(key): (key, value) for key, value in auths.items()}
+    for candidate in _candidates(repository):
+        if candidate not in entries:
+            continue
+        key, entry = entries[candidate]
+        found = _entry(_mapping(entry, path, f"auths.{key}"), path, key)
+        if found is not None:
+            return Credentials(*found, path)
+        _refuse_helper(document, path, repository, listed=True)
+    _refuse_helper(document, path, repository, listed=False)
+    return None
+
+
+def _read_json(path: Path) -> Mapping[str, Any]:
+    text = files.read_text(path)
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise GpudrvError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
+    return _mapping(document, path, "the file")
+
+
+def _mapping(value: Any, path: Path, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise GpudrvError(f"{path}: {where} must be a JSON object")
+    return value
+
+
+def _normal_key(key: str) -> str:
+    """Docker writes `https://index.docker.io/v1/` for Docker Hub and may keep a scheme or a path."""
+    host = re.sub(r"^[a-z]+://", "", key.strip()).rstrip("/")
+    host = re.sub(r"/v[12]$", "", host)
+    first, slash, rest = host.partition("/")
+    if first in ("index.docker.io", "registry-1.docker.io"):
+        first = DOCKER_HUB
+    return first + slash + rest
+
+
+def _candidates(repository: Repository) -> Iterator[str]:
+    parts = repository.path.split("/")
+    for end in range(len(parts), 0, -1):
+        yield f"{repository.host}/{'/'.join(parts[:end])}"
+    yield repository.host
+
+
+def _entry(entry: Mapping[str, Any], path: Path, key: str) -> tuple[str, str] | None:
+    encoded = entry.get("auth")
+    if isinstance(encoded, str) and encoded:
+        try:
+            user, colon, password = base64.b64decode(encoded, validate=True).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError):
+            user, colon, password = "", "", ""
+        if not colon or not user:
+            raise GpudrvError(f"{path}: auths.{key}.auth is not base64 of username:password")
+        return user, password
+    name, secret = entry.get("username"), entry.get("password")
+    if isinstance(name, str) and name and isinstance(secret, str):
+        return name, secret
+    if entry.get("identitytoken"):
+        raise GpudrvError(
+            f"{path}: auths.{key} holds an identity token (an OAuth refresh token), which gpudrv does "
+            "not exchange; give username and password (or auth) for it"
+        )
+    return None
+
+
+def _refuse_helper(document: Mapping[str, Any], path: Path, repository: Repository, listed: bool) -> None:
+    """Credentials a helper keeps are out of reach (gpudrv runs no docker-credential-* program): say so
+    rather than ask anonymously and fail with a misleading 401."""
+    helpers = document.get("credHelpers")
+    helper = helpers.get(repository.host) if isinstance(helpers, Mapping) else None
+    store = document.get("credsStore") if listed else None
+    name = helper or store
+    if isinstance(name, str) and name:
+        raise GpudrvError(
+            f"{path}: the credentials for {repository.host} are kept by docker-credential-{name}, which "
+            f"gpudrv does not run; put them in a file for gpudrv (auths.{repository.host}.auth, base64 of "
+            f"username:password) and point ${AUTH_FILE} at it"
+        )
+
+
+# --- the client ----------------------------------------------------------------------------------
+
+
+class Client:
+    """One repository's registry: HEAD manifests and list tags, authenticating as challenged. Thread
+    safe: requests share one connection pool and one authorization (a token, refreshed once when the
+    registry refuses it)."""
+
+    def __init__(
+        self,
+        repository: Repository,
+        creds: Credentials | None,
+        concurrency: int = CONCURRENCY,
+        timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
+    ) -> None:
+        import urllib3
+
+        self.repository, self.creds, self.concurrency = repository, creds, concurrency
+        self.base = f"https://{repository.api_host}/v2/{repository.path}"
+        self._pool = urllib3.PoolManager(
+            maxsize=concurrency,
+            timeout=urllib3.Timeout(connect=timeout[0], read=timeout[1]),
+            # One retry of a dropped connection; a refused one fails at once. Statuses are ours to read.
+            retries=urllib3.Retry(total=2, connect=0, read=1, redirect=5, status=0, raise_on_status=False),
+            headers={"User-Agent": f"gpudrv/{__version__}"},
+        )
+        self._timeout = timeout
+        self._authorization: str | None = None
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._pool.clear()
+
+    @property
+    def where(self) -> str:
+        return f"registry {self.repository.host}"
+
+    # --- the two questions ---
+
+    def exists(self, tag: str) -> bool:
+        """Does the repository have a manifest for the tag? (HEAD /v2/<name>/manifests/<tag>)"""
+        url = f"{self.base}/manifests/{urllib.parse.quote(tag, safe='')}"
+        response = self._request("HEAD", url, {"Accept": MANIFEST_TYPES})
+        if response.status == 200:
+            return True
+        if response.status == 404:
+            return False
+        raise self._unexpected(response, f"HEAD {self.repository.reference(tag)}")
+
+    def exists_all(self, tags: Sequence[str]) -> dict[str, bool]:
+        """`exists` for every tag, at most `concurrency` requests at once. The first request goes alone,
+        so the challenge is answered once and a registry that is down fails once; the first error
+        stops the rest."""
+        if not tags:
+            return {}
+        answers = {tags[0]: self.exists(tags[0])}
+        rest = list(dict.fromkeys(tags[1:]))
+        with concurrent.futures.ThreadPoolExecutor(self.concurrency, thread_name_prefix="gpudrv-oci") as pool:
+            futures = {pool.submit(self.exists, tag): tag for tag in rest}
+            done, _ = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            failed = next((future for future in done if future.exception() is not None), None)
+            if failed is not None:
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise failed.exception()  # type: ignore[misc]
+            answers.update((futures[future], future.result()) for future in done)
+        return answers
+
+    def tags(self) -> list[str]:
+        """Every tag of the repository, page by page as the Link header leads (a repository the
+        registry does not know has none)."""
+        url: str | None = f"{self.base}/tags/list?n={PAGE_SIZE}"
+        found: list[str] = []
+        seen: set[str] = set()
+        while url is not None:
+            if url in seen or len(seen) >= MAX_PAGES:
+                raise GpudrvError(f"{self.where}: the tags/list pages of {self.repository} do not end")
+            seen.add(url)
+            response = self._request("GET", url, {"Accept": "application/json"})
+            if response.status == 404:
+                return found
+            if response.status != 200:
+                raise self._unexpected(response, f"GET the tags of {self.repository}")
+            try:
+                page = tags_of(json.loads(response.data))
+            except (ValueError, UnicodeDecodeError):
+                page = None
+            if page is None:
+                raise GpudrvError(f"{self.where}: the tags of {self.repository} are not a tags/list answer")
+            found += page
+            link = next_link(response.headers.get("Link"))
+            url = self._same_origin(urllib.parse.urljoin(url, link)) if link else None
+        return found
+
+    # --- HTTP with the registry's auth challenge ---
+
+    def _request(self, method: str, url: str, headers: Mapping[str, str]) -> urllib3.BaseHTTPResponse:
+        sent = self._authorization
+        response = self._send(method, url, headers, sent)
+        if response.status != 401:
+            return response
+        with self._lock:
+            if self._authorization == sent:  # no other thread answered the challenge meanwhile
+                self._authorization = self._authorize(response.headers.get("WWW-Authenticate", ""), sent)
+            authorization = self._authorization
+        response = self._send(method, url, headers, authorization)
+        if response.status == 401:
+            raise self._refused()
+        return response
+
+    def _send(
+        self, method: str, url: str, headers: Mapping[str, str], authorization: str | None
+    ) -> urllib3.BaseHTTPResponse:
+        import urllib3
+
+        sent = dict(headers, **({"Authorization": authorization} if authorization else {}))
+        try:
+            return self._pool.request(method, url, headers=sent)
+        except urllib3.exceptions.HTTPError as exc:
+            raise GpudrvError(f"{self.where}: {self._failure(exc, url)}") from None
+
+    def _failure(self, exc: Exception, url: str) -> str:
+        import urllib3
+
+        reason = exc.reason if isinstance(exc, urllib3.exceptions.MaxRetryError) and exc.reason else exc
+        origin = urllib.parse.urlsplit(url).netloc
+        if isinstance(reason, urllib3.exceptions.SSLError):
+            return (
+                f"TLS with {origin} failed: {_last_words(reason)} (a private CA: point $SSL_CERT_FILE at its "
+                "certificate)"
+            )
+        # Subclasses first: NameResolutionError is a NewConnectionError, which is a ConnectTimeoutError.
+        if isinstance(reason, urllib3.exceptions.NameResolutionError):
+            return f"cannot resolve {origin.rsplit(':', 1)[0]}"
+        if isinstance(reason, urllib3.exceptions.NewConnectionError):
+            return f"cannot connect to {origin}: {_last_words(reason)}"
+        if isinstance(reason, urllib3.exceptions.ConnectTimeoutError):
+            return f"{origin} did not accept a connection within {self._timeout[0]:g} s"
+        if isinstance(reason, urllib3.exceptions.ReadTimeoutError):
+            return f"{origin} did not answer within {self._timeout[1]:g} s"
+        return f"request to {origin} failed: {_last_words(reason)}"
+
+    def _authorize(self, header: str, refused: str | None) -> str:
+        """The Authorization that answers the challenge (the caller holds the lock)."""
+        offered = challenges(header)
+        bearer = next((item for item in offered if item.scheme == "bearer"), None)
+        if bearer is not None:
+            return "Bearer " + self._token(bearer)
+        if any(item.scheme == "basic" for item in offered):
+            if self.creds is None or refused is not None:
+                raise self._refused()
+            return self.creds.basic()
+        schemes = ", ".join(sorted({item.scheme for item in offered})) or "none"
+        raise GpudrvError(
+            f"{self.where}: answered 401 with an authentication scheme gpudrv does not speak ({schemes}); "
+            "it speaks Bearer (token) and Basic"
+        )
+
+    def _token(self, challenge: Challenge) -> str:
+        import urllib3
+
+        realm = challenge.get("realm") or ""
+        parts = urllib.parse.urlsplit(realm)
+        if parts.scheme != "https" or not parts.netloc:
+            raise GpudrvError(
+                f"{self.where}: its token service {realm!r} is not an https URL; gpudrv sends no "
+                "credentials there"
+            )
+        service = challenge.get("service")
+        query = [("service", service)] if service else []
+        query.append(("scope", challenge.get("scope") or self.repository.scope))
+        separator = "&" if parts.query else "?"
+        url = realm + separator + urllib.parse.urlencode(query)
+        headers = {"Accept": "application/json"}
+        if self.creds is not None:
+            headers["Authorization"] = self.creds.basic()
+        try:
+            response = self._pool.request("GET", url, headers=headers)
+        except urllib3.exceptions.HTTPError as exc:
+            raise GpudrvError(f"{self.where}: its token service: {self._failure(exc, url)}") from None
+        if response.status in (401, 403):
+            raise self._refused(f"its token service at {parts.netloc} answered {response.status}")
+        if response.status != 200:
+            raise self._unexpected(response, f"a token from {parts.netloc}")
+        try:
+            token = token_of(json.loads(response.data))
+        except (ValueError, UnicodeDecodeError):
+            token = None
+        if token is None:
+            raise GpudrvError(f"{self.where}: its token service at {parts.netloc} gave no token")
+        return token
+
+    def _refused(self, how: str = "answered 401") -> GpudrvError:
+        if self.creds is None:
+            return GpudrvError(
+                f"{self.where}: {how}: {self.repository} needs credentials, and there are none for "
+                f"{self.repository.host} (docker login {self.repository.host}, or ${AUTH_FILE})"
+            )
+        return GpudrvError(
+            f"{self.where}: {how}: the credentials of {self.creds.username} from {self.creds.source} "
+            f"are refused for {self.repository}"
+        )
+
+    def _unexpected(self, response: urllib3.BaseHTTPResponse, what: str) -> GpudrvError:
+        status = f"{response.status} {response.reason or ''}".strip()
+        if response.status == 403:
+            return GpudrvError(f"{self.where}: {what}: access denied ({status})")
+        return GpudrvError(f"{self.where}: {what}: answered {status}")
+
+    def _same_origin(self, url: str) -> str:
+        """A Link to the next page stays on the registry: credentials go nowhere else."""
+        if urllib.parse.urlsplit(url).netloc != urllib.parse.urlsplit(self.base).netloc:
+            raise GpudrvError(f"{self.where}: its next tags/list page is on another host")
+        return url
+
+
+def _last_words(exc: BaseException) -> str:
+    """The useful end of an exception's text: `[Errno 111] Connection refused`, not the object repr."""
+    text = str(exc)
+    if "[Errno" in text:
+        return text[text.index("[Errno") :].strip()
+    marker = "Failed to establish a new connection: "
+    return text.rsplit(marker, 1)[-1].strip() if marker in text else text.strip() or type(exc).__name__
+
+
+@contextmanager
+def connect(repository: Repository, concurrency: int = CONCURRENCY) -> Iterator[Client]:
+    """A client for the repository with the credentials the auth file has for it (or none)."""
+    client = Client(repository, credentials(repository), concurrency)
+    try:
+        yield client
+    finally:
+        client.close()

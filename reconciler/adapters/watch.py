@@ -1,0 +1,178 @@
+"""GPU nodes as they change: a list, then a watch from the list's resourceVersion, in a thread.
+
+Metadata only (PartialObjectMetadata), as the bulk reads in cluster.py: labels are all an audit needs.
+The watch's label selector makes a node that gains `nvidia.com/gpu.present=true` arrive as ADDED and one
+that loses it leave as DELETED. A watch the server ends (its timeout) resumes from the last
+resourceVersion seen, bookmarks included; 410 Gone lists again; any other error waits a bounded,
+doubling backoff (0.5 s to 30 s, with jitter) and tries again, forever: the thread never dies of an
+error, it is stopped.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import METADATA_LIST, METADATA_ONE
+from reconciler.core.fleetwatch import backoff
+from reconciler.core.tags import GPU_PRESENT, Node
+from reconciler.errors import GpudrvError
+
+log = logging.getLogger("gpudrv.watch")
+
+SELECTOR = f"{GPU_PRESENT}=true"
+WATCH_SECONDS = (240, 300)  # the server ends each watch after a random time in this range
+BACKOFF_CAP = 30.0
+
+
+@dataclass(frozen=True)
+class Listed:
+    """The whole set of GPU nodes, from a (re-)list."""
+
+    nodes: list[Node]
+    version: str
+
+
+@dataclass(frozen=True)
+class Changed:
+    node: Node
+    received: float  # time.time() when the event arrived
+
+
+@dataclass(frozen=True)
+class Deleted:
+    name: str
+
+
+class NodeWatch:
+    def __init__(
+        self,
+        gateway: kube.Gateway,
+        post: Callable[[Listed | Changed | Deleted], None],
+        on_restart: Callable[[str], None] = lambda reason: None,
+        selector: str = SELECTOR,
+        streams: kube.Gateway | None = None,
+    ) -> None:
+        """`gateway` lists; `streams` (default: kube.streaming(gateway)) watches."""
+        self.gateway, self.post, self.on_restart, self.selector = gateway, post, on_restart, selector
+        self.streams = streams or kube.streaming(gateway)
+        self.stopping = threading.Event()
+        self.stream: kube.Stream | None = None
+        self.thread = threading.Thread(target=self._run, name="node-watch", daemon=True)
+
+    def start(self) -> NodeWatch:
+        self.thread.start()
+        return self
+
+    def alive(self) -> bool:
+        return self.thread.is_alive() or self.stopping.is_set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self.stopping.set()
+        if self.stream is not None:
+            self.stream.close()
+        self.thread.join(timeout)
+
+    def _run(self) -> None:
+        version: str | None = None
+        failures = 0
+        while not self.stopping.is_set():
+            try:
+                if version is None:
+                    version = self._list()
+                started = time.monotonic()
+                version, seen = self._watch(version)
+                if seen or time.monotonic() - started > 1:
+                    failures = 0  # a watch that ended normally
+                    continue
+                failures += 1  # ended at once with nothing: do not spin on it
+                self._pause(failures, "the watch ended at once")
+            except kube.Gone:
+                failures += 1
+                version = None
+                self.on_restart("gone")
+                log.info("watch: resourceVersion too old (410 Gone), listing the GPU nodes again")
+                if failures > 1:
+                    self._pause(failures, "410 Gone again")
+            except (kube.ApiError, kube.Unreachable, GpudrvError) as exc:
+                failures += 1
+                if isinstance(exc, kube.ApiError) and exc.status == 410:
+                    version = None  # an expired continue token in the list
+                self.on_restart("error")
+                self._pause(failures, str(exc))
+            except Exception as exc:  # never die of a surprise: list again after a pause
+                log.exception("watch on GPU nodes: unexpected error")
+                failures, version = failures + 1, None
+                self.on_restart("error")
+                self._pause(failures, repr(exc))
+
+    def _pause(self, failures: int, why: str) -> None:
+        delay = backoff(failures, cap=BACKOFF_CAP, jitter=random.random())
+        log.warning("watch on GPU nodes: %s; retrying in %.1fs", why, delay)
+        self.stopping.wait(delay)
+
+    def _list(self) -> str:
+        core = self.gateway.core()
+        nodes: list[Node] = []
+        token: str | None = None
+        version = ""
+        while True:
+            page = self.gateway.read(partial(self._page, core, token))
+            nodes.extend(kube.node(item) for item in page.get("items") or [])
+            metadata = page.get("metadata") or {}
+            version = version or str(metadata.get("resourceVersion", ""))
+            token = metadata.get("continue")
+            if not token:
+                break
+        self.post(Listed(nodes, version))
+        return version
+
+    def _page(self, core: Any, token: str | None) -> Any:
+        return core.list_node_with_http_info(
+            label_selector=self.selector,
+            limit=kube.PAGE_SIZE,
+            _continue=token,
+            **kube.raw(_headers={"Accept": METADATA_LIST}),
+        )
+
+    def _watch(self, version: str) -> tuple[str, bool]:
+        """Events until the server ends the watch; the last resourceVersion, and whether any came."""
+        core = self.streams.core()
+        seconds = random.randint(*WATCH_SECONDS)
+        self.stream = kube.Stream(
+            self.streams,
+            lambda: core.list_node_with_http_info(
+                label_selector=self.selector,
+                watch=True,
+                resource_version=version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=seconds,
+                **kube.raw(_request_timeout=(5, seconds + 30), _headers={"Accept": METADATA_ONE}),
+            ),
+        )
+        seen = False
+        for event in self.stream:
+            if self.stopping.is_set():
+                break
+            seen = True
+            kind, document = event.get("type"), event.get("object") or {}
+            version = _version(document) or version
+            if kind == "BOOKMARK":
+                continue
+            node = kube.node(document)
+            if kind == "DELETED":
+                self.post(Deleted(node.name))
+            elif kind in ("ADDED", "MODIFIED"):
+                self.post(Changed(node, time.time()))
+        return version, seen
+
+
+def _version(document: dict[str, Any]) -> str:
+    return str((document.get("metadata") or {}).get("resourceVersion", ""))

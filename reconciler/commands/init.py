@@ -1,0 +1,193 @@
+"""`gpudrv init [DIR]`: a new fleet repository, ready for gpudrv's checks.
+
+It writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources and Node
+manifests), the three workflows (the PR check, the live audit, apply) and .pre-commit-config.yaml, all
+pinned to the gpudrv that runs init: the GitHub repository and commit it was built from (or
+--action), and its version. Nothing is overwritten: any target already there is exit 2 before a
+byte is written. --from-cluster fills the fleet and the matrix from the live cluster's GPU nodes.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reconciler import __version__
+from reconciler.adapters import kube, scaffold, schemas
+from reconciler.adapters.sources import NodeSource
+from reconciler.commands import OK
+from reconciler.core import matrix
+from reconciler.core import scaffold as plan
+from reconciler.core.operator import Mode, Wants
+from reconciler.errors import GpudrvError
+
+WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml")
+CONFIG_FILES = ("gpudrv.yaml", "matrix/support-matrix.csv")
+NEWEST_RULE = "v26.7.0"  # for the commented hint in gpudrv.yaml
+
+
+@dataclass(frozen=True)
+class Settings:
+    folder: Path
+    name: str = "prod"
+    action: str | None = None  # OWNER/NAME@COMMIT; None: the source this gpudrv was built from
+    from_cluster: bool = False
+    cluster: kube.Options = field(default_factory=kube.Options)
+    operator_version: str | None = None
+
+
+def run(settings: Settings) -> int:
+    if not _is_name(settings.name):
+        raise GpudrvError(f"--name {settings.name!r}: a cluster's folder name is a DNS label, like prod")
+    pin = _pin(settings.action)
+    fleet_dir = f"clusters/{settings.name}"
+    files = _common_files(pin, fleet_dir)
+    if settings.from_cluster:  # a taken target is a cheaper answer than reading the cluster first
+        scaffold.refuse_existing(settings.folder, sorted([*files, *CONFIG_FILES], key=_order))
+    fleet, warnings = _fleet(settings)
+    operator_version = settings.operator_version or fleet.operator_version
+    files["gpudrv.yaml"] = scaffold.template(
+        "gpudrv.yaml",
+        {
+            "VERSION": f"v{pin.version}",
+            "FLEET": fleet_dir,
+            "OPERATOR_VERSION": _operator_line(operator_version),
+        },
+    )
+    files["matrix/support-matrix.csv"] = plan.matrix_text(fleet.rows)
+    for item in fleet.documents:
+        files[f"{fleet_dir}/{item.path}"] = scaffold.yaml_text(item.document, item.comment)
+    scaffold.write_all(settings.folder, dict(sorted(files.items(), key=lambda entry: _order(entry[0]))))
+    _report(settings, pin, fleet, sorted(files, key=_order), warnings)
+    return OK
+
+
+def _is_name(name: str) -> bool:
+    return re.match(plan.NAME_PATTERN, name) is not None and len(name) <= 63
+
+
+def _pin(action: str | None) -> plan.Pin:
+    if action is not None:
+        pin = plan.parse_pin(action, __version__)
+        if pin is None:
+            raise GpudrvError(f"--action {action!r}: give OWNER/NAME@COMMIT, the full 40-digit commit SHA")
+        return pin
+    record = scaffold.build_record()
+    if record is None:
+        raise GpudrvError(
+            f"this gpudrv ({__version__}) carries no record of the commit it was built from (an editable "
+            "install, or built outside git), so it cannot pin the workflows: pass --action OWNER/NAME@COMMIT"
+        )
+    if record.repository is None:
+        raise GpudrvError(
+            f"this gpudrv ({__version__}) was built from commit {record.commit}, but not from a GitHub "
+            f"repository it knows: pass --action OWNER/NAME@{record.commit}"
+        )
+    if record.dirty:
+        print(
+            f"gpudrv init: warning: this gpudrv was built with uncommitted changes on top of "
+            f"{record.commit}; the workflows run that commit, without them",
+            file=sys.stderr,
+        )
+    return plan.Pin(record.repository, record.commit, __version__)
+
+
+def _common_files(pin: plan.Pin, fleet_dir: str) -> dict[str, str]:
+    values = {
+        "ACTION": pin.action,
+        "VERSION": f"v{pin.version}",
+        "FLEET": fleet_dir,
+        "REPOSITORY_URL": pin.url,
+        "COMMIT": pin.commit,
+    }
+    files = {f".github/workflows/{name}": scaffold.template(name, values) for name in WORKFLOWS}
+    files[".pre-commit-config.yaml"] = scaffold.template("pre-commit-config.yaml", values)
+    return files
+
+
+def _operator_line(version: str | None) -> str:
+    if version:
+        return f"operatorVersion: {version}  # the GPU Operator release whose image-tag rule applies"
+    return (
+        f"# operatorVersion: {NEWEST_RULE}  # your GPU Operator release: its rule names rhel, rocky and ol\n"
+        "# images (rhel9 or rhel9.4); unset, gpudrv applies the newest rule it knows"
+    )
+
+
+def _fleet(settings: Settings) -> tuple[plan.Fleet, list[str]]:
+    if not settings.from_cluster:
+        if settings.cluster != kube.Options():
+            raise GpudrvError("--kubeconfig and --context read a cluster: add --from-cluster")
+        return plan.example(), []
+    source = NodeSource(None, settings.cluster, settings.operator_version)
+    found = source.wants()
+    where = f"the cluster at {source.live.host}"
+    if not found.wants:
+        raise GpudrvError(
+            f"{where} has no GPU node (label nvidia.com/gpu.present=true): nothing to fill in "
+            "(another --context? or gpudrv init without --from-cluster for an example fleet)"
+        )
+    fleet = plan.live(found.contract, found.wants, where)
+    return _checked_rows(fleet, found), _warnings(found)
+
+
+def _checked_rows(fleet: plan.Fleet, found: Wants) -> plan.Fleet:
+    schema = schemas.load("matrix-row")
+    rows = tuple(row for row in fleet.rows if not matrix.row_problems(row, schema))
+    return plan.Fleet(fleet.documents, rows, fleet.operator_version)
+
+
+def _warnings(found: Wants) -> list[str]:
+    schema = schemas.load("matrix-row")
+    lines = []
+    for want in found.wants:
+        key = plan.key_of(want)
+        if want.tag is None:
+            lines.append(f"node {want.node.name}: no driver image ({want.reason}); the PR check will say so")
+        elif key is None or matrix.row_problems(key, schema):
+            lines.append(f"node {want.node.name}: its image {want.tag} is not a matrix row; left out")
+    lines += [f"fleet: {note.message}" for note in found.notes]
+    if found.contract.mode is Mode.LAB:
+        lines.append(
+            "fleet: no ClusterPolicy or NVIDIADriver in the cluster: each node's own "
+            "nvidia.com/cuda.driver.major label decides its image"
+        )
+    return lines
+
+
+def _order(path: str) -> tuple[int, str]:
+    """gpudrv.yaml, the matrix, the fleet, then the CI files."""
+    for rank, prefix in enumerate(("gpudrv.yaml", "matrix/", "clusters/", ".github/", ".pre-commit")):
+        if path.startswith(prefix):
+            return rank, path
+    return 9, path
+
+
+def _report(
+    settings: Settings, pin: plan.Pin, fleet: plan.Fleet, paths: list[str], warnings: list[str]
+) -> None:
+    where = settings.folder
+    nodes = sum(1 for item in fleet.documents if item.path.startswith("nodes/"))
+    print(f"gpudrv init: a fleet repository in {where}, checked by gpudrv {pin.version} ({pin.action})")
+    for path in paths:
+        print(f"  {path}")
+    source = "from the cluster" if settings.from_cluster else "an example"
+    print(f"{_count(nodes, 'GPU node')} ({source}), {_count(len(fleet.rows), 'matrix row')}")
+    for line in warnings:
+        print(f"gpudrv init: {line}", file=sys.stderr)
+    print("next:" if where == Path() else f"next, in {where}:")
+    steps = [
+        (f"gpudrv audit --from clusters/{settings.name}", "what the PR check runs"),
+        ("pre-commit install", "the same checks before each commit"),
+        ("git add -A && git commit -m 'Fleet repository for gpudrv' && git push", ""),
+    ]
+    width = max(len(command) for command, why in steps if why)
+    for command, why in steps:
+        print(f"  {command:<{width}}  # {why}" if why else f"  {command}")
+    print("  on GitHub: environments fleet-audit and production, each with a KUBECONFIG secret")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")

@@ -1,0 +1,83 @@
+"""`gpudrv matrix verify` and `gpudrv audit --registry`: the support matrix, or the fleet, against the
+OCI registry the images are pushed to.
+
+Exit 0 every image is there, 1 a row (or node) without its image, 2 an error: a registry that is
+down, refuses the credentials or answers what the protocol does not allow is one line naming it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from reconciler.adapters import github, matrix_file, registry, schemas
+from reconciler.adapters.sources import NodeSource, read_matrix, require_valid
+from reconciler.commands import FINDINGS, OK, Output
+from reconciler.core import registry as oci
+from reconciler.core.audit import audit_wants
+from reconciler.errors import GpudrvError
+from reconciler.render import audit as audit_show
+from reconciler.render import registry as show
+
+
+def repository(text: str | None, config_file: Path | None = None) -> oci.Repository:
+    """The repository to check: --registry, else gpudrv.yaml's registry."""
+    if not text:
+        raise GpudrvError(
+            "no registry to check: give --registry REPO (like registry.example.com/nvidia/driver) or set "
+            "registry: in gpudrv.yaml"
+        )
+    try:
+        return oci.parse_repository(text)
+    except ValueError as exc:
+        where = f"{config_file}: registry: " if config_file else "--registry: "
+        raise GpudrvError(where + str(exc)) from None
+
+
+def verify(
+    matrix_path: Path,
+    repo: oci.Repository,
+    *,
+    list_tags: bool = False,
+    write: bool = False,
+    output: Output = Output.TEXT,
+    concurrency: int = registry.CONCURRENCY,
+) -> int:
+    _, parsed = read_matrix(matrix_path)
+    parsed = require_valid(matrix_path, parsed)
+    with registry.connect(repo, concurrency) as client:
+        exists = client.exists_all([row.key.tag for row in parsed.rows])
+        listed = client.tags() if list_tags or write else None
+    result = oci.verify(repo, parsed, exists, listed, schemas.load("matrix-row"))
+    added = matrix_file.append(matrix_path, result.rows_to_add()) if write and result.rows_to_add() else []
+    if output is Output.GITHUB:
+        github.publish(
+            show.verify_annotations(result, matrix_path, added),
+            show.verify_summary(result, matrix_path),
+            show.verdict(result),
+        )
+    elif output is Output.JSON:
+        print(github.json_text(show.verify_json(result, matrix_path, added)))
+    else:
+        print(show.verify_text(result, matrix_path, added))
+    return OK if result.ok else FINDINGS
+
+
+def audit(
+    source: NodeSource, repo: oci.Repository, output: Output, concurrency: int = registry.CONCURRENCY
+) -> int:
+    """The fleet's audit with the registry's tags in place of the matrix: the same findings."""
+    found = source.wants()
+    tags = oci.wanted_tags(want.tag for want in found.wants)
+    with registry.connect(repo, concurrency) as client:
+        exists = client.exists_all(tags)
+    present = frozenset(tag for tag, there in exists.items() if there)
+    result = show.with_references(audit_wants(found, present), repo)
+    if output is Output.GITHUB:
+        github.publish(
+            show.audit_annotations(result, repo), show.audit_summary(result, repo), show.audit_closing(result)
+        )
+    elif output is Output.JSON:
+        print(github.json_text(show.audit_json(result, repo)))
+    else:
+        print(audit_show.as_text(result))
+    return OK if result.ok else FINDINGS

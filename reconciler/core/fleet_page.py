@@ -1,0 +1,278 @@
+"""The data behind the fleet page's three pictures (`gpudrv report -o html`).
+
+- Coverage: rows are kernel + OS, columns are driver branches; a cell says whether the image is in the
+  matrix, which GPU nodes need it, and so whether it is missing (needed, not in the matrix).
+- Progress: the GPU nodes by upgrade state (the GPU Operator's label), and the nodes that are stuck,
+  each with the reason gpudrv gives (the BLOCKER of `gpudrv status`).
+- Changes: the matrix's additions (and removals) commit by commit, with the size of the matrix after
+  each, from the row lifetimes of `gpudrv matrix history`.
+
+Plain data in, plain data out: the commands read, the renderer draws.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from reconciler.core.history import CommitInfo, Lifetime
+from reconciler.core.matrix import key_from_tag
+from reconciler.core.operator import Want
+from reconciler.core.tags import KERNEL, ImageKey
+from reconciler.core.upgrade import FAILURE, ORDER, State
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural(text: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders the numbers inside a text by value: 5.15.0-9 before 5.15.0-10."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text) if part)
+
+
+# --- coverage ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One image: in the matrix or not, and the GPU nodes that need it (with the references they pull)."""
+
+    key: ImageKey
+    in_matrix: bool
+    nodes: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()  # full references the GPU Operator pulls (none in the lab)
+
+    @property
+    def missing(self) -> bool:
+        return bool(self.nodes) and not self.in_matrix
+
+
+@dataclass(frozen=True)
+class GridRow:
+    os_tag: str
+    kernel: str
+    cells: tuple[Cell | None, ...]  # one per branch column; None: not in the matrix, no node needs it
+
+
+@dataclass(frozen=True)
+class Untagged:
+    """A GPU node with no image at all (INVALID in the audit): it has no cell, so it is listed apart."""
+
+    node: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Coverage:
+    branches: tuple[str, ...]
+    rows: tuple[GridRow, ...]
+    untagged: tuple[Untagged, ...] = ()
+
+    @property
+    def cells(self) -> tuple[Cell, ...]:
+        return tuple(cell for row in self.rows for cell in row.cells if cell is not None)
+
+    @property
+    def missing(self) -> tuple[Cell, ...]:
+        """The images nodes need and the matrix lacks, the one needed by most nodes first."""
+        return tuple(sorted((c for c in self.cells if c.missing), key=lambda c: (-len(c.nodes), c.key)))
+
+    @property
+    def needed(self) -> int:
+        return sum(bool(cell.nodes) for cell in self.cells)
+
+    @property
+    def nodes_missing(self) -> int:
+        return sum(len(cell.nodes) for cell in self.missing)
+
+
+def want_key(want: Want) -> ImageKey | None:
+    """The three parts of the tag a node wants. The node's own kernel label splits it (a kernel has
+    hyphens, and the branch may be a full version); without one, the tag's first and last hyphens."""
+    if want.tag is None:
+        return None
+    kernel = want.node.labels.get(KERNEL, "")
+    branch, found, os_tag = want.tag.partition(f"-{kernel}-") if kernel else ("", "", "")
+    if found and branch and os_tag:
+        return ImageKey(branch, kernel, os_tag)
+    try:
+        return key_from_tag(want.tag)
+    except ValueError:
+        return None
+
+
+def coverage(matrix_keys: Iterable[ImageKey], wants: Iterable[Want]) -> Coverage:
+    """The grid over every image in the matrix or needed by a GPU node."""
+    in_matrix = set(matrix_keys)
+    needs: dict[ImageKey, list[str]] = {}
+    images: dict[ImageKey, set[str]] = {}
+    untagged: list[Untagged] = []
+    for want in wants:
+        key = want_key(want)
+        if key is None:
+            reason = want.reason or f"tag {want.tag!r} is not <driver-branch>-<kernel>-<os-tag>"
+            untagged.append(Untagged(want.node.name, reason))
+            continue
+        needs.setdefault(key, []).append(want.node.name)
+        if want.image:
+            images.setdefault(key, set()).add(want.image)
+    keys = in_matrix | set(needs)
+    branches = tuple(sorted({key.driver_branch for key in keys}, key=natural))
+    column = {branch: index for index, branch in enumerate(branches)}
+    grid: dict[tuple[str, str], list[Cell | None]] = {}
+    for key in keys:
+        cells = grid.setdefault((key.os_tag, key.kernel), [None] * len(branches))
+        names = tuple(sorted(needs.get(key, ())))
+        cells[column[key.driver_branch]] = Cell(
+            key, key in in_matrix, names, tuple(sorted(images.get(key, ())))
+        )
+    order = sorted(grid, key=lambda row: (natural(row[0]), natural(row[1])))
+    rows = tuple(GridRow(os_tag, kernel, tuple(grid[(os_tag, kernel)])) for os_tag, kernel in order)
+    return Coverage(branches, rows, tuple(sorted(untagged, key=lambda item: item.node)))
+
+
+# --- progress ----------------------------------------------------------------------------------------
+
+
+class Phase(StrEnum):
+    NOT_STARTED = "not-started"
+    IN_PROGRESS = "in-progress"
+    DONE = "done"
+    FAILED = "failed"
+    UNKNOWN = "unknown"  # a label value that is no GPU Operator state
+
+
+NO_STATE = "(no upgrade state)"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """A GPU node's upgrade-state label (None: no label) and what gpudrv says holds it, if anything."""
+
+    name: str
+    state: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class StateCount:
+    label: str  # the label value, or NO_STATE
+    phase: Phase
+    count: int
+
+
+@dataclass(frozen=True)
+class Stuck:
+    node: str
+    state: str  # the label value, or NO_STATE
+    reason: str
+
+
+@dataclass(frozen=True)
+class Progress:
+    total: int
+    counts: tuple[StateCount, ...]  # every GPU Operator state in its order (zeros too), then unknown values
+    stuck: tuple[Stuck, ...]
+
+
+def phase_of(state: str | None) -> Phase:
+    if state is None:
+        return Phase.NOT_STARTED
+    if state == State.DONE:
+        return Phase.DONE
+    if state == State.FAILED:
+        return Phase.FAILED
+    return Phase.IN_PROGRESS if state in set(State) else Phase.UNKNOWN
+
+
+def progress(nodes: Iterable[NodeState]) -> Progress:
+    """Counts per state, and the stuck nodes: a failed upgrade, an unknown state, or a node that gpudrv
+    says something holds (a recorded failure, a budget refusing its drain)."""
+    counts: dict[str | None, int] = {}
+    stuck: list[Stuck] = []
+    total = 0
+    for node in nodes:
+        total += 1
+        counts[node.state] = counts.get(node.state, 0) + 1
+        if reason := _stuck_reason(node):
+            stuck.append(Stuck(node.name, node.state or NO_STATE, reason))
+    known: list[str | None] = [None, *ORDER, State.FAILED]
+    unknown = sorted((state for state in counts if state not in known and state is not None), key=natural)
+    rows = [
+        StateCount(NO_STATE if state is None else str(state), phase_of(state), counts.get(state, 0))
+        for state in (*known, *unknown)
+    ]
+    return Progress(total, tuple(rows), tuple(sorted(stuck, key=lambda item: natural(item.node))))
+
+
+def _stuck_reason(node: NodeState) -> str | None:
+    phase = phase_of(node.state)
+    if node.reason:
+        return node.reason
+    if phase is Phase.FAILED:
+        return f"upgrade-failed, and no reason recorded (annotation {FAILURE})"
+    if phase is Phase.UNKNOWN:
+        return f"upgrade state {node.state!r} is not one of the GPU Operator's states"
+    return None
+
+
+def reasons_by_node(annotations: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
+    """The recorded upgrade failures (offline, that is all gpudrv can say holds a node)."""
+    return {name: reason for name, notes in annotations.items() if (reason := notes.get(FAILURE))}
+
+
+# --- changes -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Change:
+    """One commit that changed the matrix: the rows it added and removed, and the matrix's size after."""
+
+    commit: CommitInfo
+    added: tuple[ImageKey, ...]
+    removed: tuple[ImageKey, ...]
+    rows_after: int
+
+    @property
+    def when(self) -> datetime | None:
+        return parse_date(self.commit.date)
+
+
+def parse_date(text: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        return None
+
+
+def changes(lifetimes: Sequence[Lifetime]) -> tuple[Change, ...]:
+    """The commits that added or removed rows, oldest first (by the date they landed; the history's
+    order breaks ties and orders commits whose date cannot be read)."""
+    order: dict[str, int] = {}
+    info: dict[str, CommitInfo] = {}
+    added: dict[str, list[ImageKey]] = {}
+    removed: dict[str, list[ImageKey]] = {}
+    events: list[tuple[CommitInfo | None, dict[str, list[ImageKey]], ImageKey]] = []
+    for life in lifetimes:
+        events += [(life.added, added, life.key), (life.removed, removed, life.key)]
+    for commit, bucket, key in events:
+        if commit is not None:
+            order.setdefault(commit.commit, len(order))
+            info[commit.commit] = commit
+            bucket.setdefault(commit.commit, []).append(key)
+
+    def when(commit: str) -> tuple[float, int]:
+        moment = parse_date(info[commit].date)
+        if moment is None:
+            return (float("-inf"), order[commit])
+        return ((moment if moment.tzinfo else moment.replace(tzinfo=UTC)).timestamp(), order[commit])
+
+    result: list[Change] = []
+    size = 0
+    for sha in sorted(order, key=when):
+        plus, minus = tuple(added.get(sha, ())), tuple(removed.get(sha, ()))
+        size += len(plus) - len(minus)
+        result.append(Change(info[sha], plus, minus, size))
+    return tuple(result)

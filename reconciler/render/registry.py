@@ -1,0 +1,186 @@
+"""Output of `gpudrv matrix verify` and of `gpudrv audit --registry`: text, JSON, GitHub.
+
+Tags listed by the registry are untrusted text like matrix cells: in GitHub output they go through
+github.annotation (escaped) and github.code (a code span); the closing line carries counts only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from reconciler.adapters import github
+from reconciler.adapters.matrix_file import Appended
+from reconciler.core.audit import AuditResult, Finding, Status
+from reconciler.core.operator import Mode
+from reconciler.core.registry import Repository, Verification
+from reconciler.render import audit as audit_show
+
+SHOWN_NODES = audit_show.SHOWN_NODES
+
+# --- matrix verify ---------------------------------------------------------------------------------
+
+
+def verify_text(result: Verification, path: Path, added: Sequence[Appended] = ()) -> str:
+    repository = result.repository
+    lines = [f"{path}:{row.line}: MISSING {repository.reference(row.key.tag)}" for row in result.missing]
+    written = {item.key for item in added if item.added}
+    for extra in result.extra or ():
+        what = "added to the matrix" if extra.key in written else "not in the matrix"
+        lines.append(f"note: {repository.reference(extra.tag)} is in the registry, {what}")
+    lines += [f"added {item.key.as_csv()} at {path}:{item.line}" for item in added if item.added]
+    lines.append(verdict(result))
+    return "\n".join(lines)
+
+
+def verdict(result: Verification) -> str:
+    """The closing line: counts and the repository (checked by parse_repository), nothing else."""
+    text = f"{result.repository}: {result.checked} rows, {result.present} with an image, "
+    text += f"{len(result.missing)} MISSING"
+    if result.extra is not None:
+        text += f"; in the registry, not in the matrix: {github.count(len(result.extra), 'driver image tag')}"
+        text += f" and {github.count(result.other_tags, 'other tag')}" if result.other_tags else ""
+    return text
+
+
+def verify_json(result: Verification, path: Path, added: Sequence[Appended] = ()) -> dict[str, Any]:
+    repository = result.repository
+    return {
+        "ok": result.ok,
+        "registry": str(repository),
+        "matrix": str(path),
+        "checked": result.checked,
+        "present": result.present,
+        "missing": [
+            {"tag": row.key.tag, "image": repository.reference(row.key.tag), "line": row.line}
+            for row in result.missing
+        ],
+        "extra": None
+        if result.extra is None
+        else [{"tag": extra.tag, "image": repository.reference(extra.tag)} for extra in result.extra],
+        "other_tags": result.other_tags if result.extra is not None else None,
+        "added": [{"tag": item.key.tag, "line": item.line} for item in added if item.added],
+    }
+
+
+def verify_annotations(
+    result: Verification, path: Path, added: Sequence[Appended] = ()
+) -> list[github.Annotation]:
+    file = github.workspace_path(str(path))
+    repository = result.repository
+    notes = [
+        github.Annotation(
+            "error",
+            f"{repository.reference(row.key.tag)} is not in the registry: a node that needs it would be "
+            f"stuck in ImagePullBackOff. Push the image, or remove the row",
+            file,
+            row.line,
+            "driver image missing from the registry",
+        )
+        for row in result.missing
+    ]
+    lines = {item.key: item.line for item in added if item.added}
+    for extra in result.extra or ():
+        line = lines.get(extra.key) if extra.key else None
+        message = (
+            f"{repository.reference(extra.tag)} is in the registry and now in the matrix"
+            if line
+            else f"{repository.reference(extra.tag)} is in the registry, not in the matrix: "
+            f"gpudrv matrix add --tag {extra.tag}"
+        )
+        notes.append(github.Annotation("notice", message, file, line, "registry tag not in the matrix"))
+    return notes
+
+
+def verify_summary(result: Verification, path: Path) -> github.Summary:
+    where, repository = github.code(str(path)), github.code(str(result.repository))
+    tables = []
+    if result.missing:
+        rows = [(github.code(f"{path}:{row.line}"), github.code(row.key.tag)) for row in result.missing]
+        tables.append(github.Table(("Row", "Missing image tag"), rows))
+    if result.extra:
+        extra = [(github.code(item.tag),) for item in result.extra]
+        tables.append(github.Table(("Tag in the registry, not in the matrix",), extra))
+    lead = f"{result.checked} rows of {where} checked against {repository}: {result.present} with an image"
+    if result.missing:
+        lead += f", {len(result.missing)} without (a node that needs one is stuck in ImagePullBackOff)"
+    lead += "."
+    heading = "gpudrv matrix verify: " + (f"{len(result.missing)} MISSING" if result.missing else "OK")
+    return github.Summary(heading, lead, tuple(tables))
+
+
+# --- audit --registry --------------------------------------------------------------------------------
+
+
+def with_references(result: AuditResult, repository: Repository) -> AuditResult:
+    """Each MISSING finding names the reference that was looked up in the registry."""
+    findings = tuple(
+        replace(f, image=repository.reference(f.detail)) if f.status is Status.MISSING else f
+        for f in result.findings
+    )
+    return replace(result, findings=findings)
+
+
+def audit_json(result: AuditResult, repository: Repository) -> dict[str, Any]:
+    return {**audit_show.as_json(result), "registry": str(repository)}
+
+
+def audit_annotations(result: AuditResult, repository: Repository) -> list[github.Annotation]:
+    missing = [f for f in result.findings if f.status is Status.MISSING]
+    notes = [_missing(group, repository, result.mode) for group in _by_tag(missing)]
+    notes += [
+        github.at("error", f"node {f.node}: {f.detail}", f.origin, f"{f.node}: no driver image tag")
+        for f in result.findings
+        if f.status is Status.INVALID
+    ]
+    title = "GPU Operator: one os tag for every OS"
+    notes += [github.at("error", note.message, note.origin, title) for note in result.notes]
+    return notes
+
+
+def _by_tag(findings: Sequence[Finding]) -> list[list[Finding]]:
+    groups: dict[str, list[Finding]] = {}
+    for finding in findings:
+        groups.setdefault(finding.detail, []).append(finding)
+    return list(groups.values())
+
+
+def _missing(group: Sequence[Finding], repository: Repository, mode: Mode) -> github.Annotation:
+    first, names = group[0], [f.node for f in group]
+    shown = ", ".join(names[:SHOWN_NODES])
+    shown += f" and {len(names) - SHOWN_NODES} more" if len(names) > SHOWN_NODES else ""
+    message = (
+        f"{repository.reference(first.detail)} is not in the registry: "
+        f"{github.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. Build and push it"
+    )
+    resource = first.resource
+    origin = resource.version_origin if resource and mode is not Mode.LAB else first.origin
+    return github.at("error", message, origin, f"driver image {first.detail} is not in the registry")
+
+
+def audit_summary(result: AuditResult, repository: Repository) -> github.Summary:
+    where = github.code(str(repository))
+    audited = github.count(len(result.audited), "GPU node")
+    if result.ok:
+        return github.Summary("gpudrv audit: OK", f"{audited}, each with its driver image in {where}.")
+    heading = f"gpudrv audit: {len(result.findings)} of {audited} without a driver image"
+    heading += f", {github.count(len(result.notes), 'fleet problem')}" if result.notes else ""
+    lead = f"Not in {where}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
+    lead += "".join(f"\n\n**Fleet:** {github.text(note.message)}" for note in result.notes)
+    rows = [
+        (
+            github.code(f.node),
+            f"**{f.status}**",
+            github.code(f.image or f.detail),
+            github.code(f.origin or "-"),
+        )
+        for f in result.findings
+    ]
+    table = github.Table(("Node", "Status", "Image or reason", "Where"), rows)
+    return github.Summary(heading, lead, (table,))
+
+
+def audit_closing(result: AuditResult) -> str:
+    return audit_show.closing(result) + " (registry)"

@@ -1,0 +1,394 @@
+"""The reconcile loop's adapters without a cluster: the watch (410 and errors), deduplicated events,
+two electors on one Lease, git credentials, and the metrics endpoints."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kubernetes.client.exceptions import ApiException
+
+from reconciler.adapters import events, git_sync, kube, lease, metrics, watch
+from reconciler.adapters.git_sync import Credentials, Source
+from reconciler.core.election import Record, Timing
+from reconciler.errors import GpudrvError
+
+HOST = "https://127.0.0.1:6443"
+
+
+# --- the watch ------------------------------------------------------------------------------------
+
+
+class Response:
+    """A streamed HTTP answer: the watch's lines, cut in awkward chunks."""
+
+    def __init__(self, events: list[dict[str, Any]]) -> None:
+        text = "".join(json.dumps(event) + "\n" for event in events).encode()
+        self.chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        yield from self.chunks
+
+    def close(self) -> None:
+        pass
+
+
+def node_doc(name: str, version: str, **labels: str) -> dict[str, Any]:
+    return {"metadata": {"name": name, "resourceVersion": version,
+                         "labels": {"nvidia.com/gpu.present": "true", **labels}}}  # fmt: skip
+
+
+class FakeCore:
+    """list_node_with_http_info: pages for lists, scripted streams for watches."""
+
+    def __init__(self, script: list[Any]) -> None:
+        self.script = script
+        self.calls: list[dict[str, Any]] = []
+
+    def list_node_with_http_info(self, **kwargs: Any) -> Any:
+        self.calls.append(kwargs)
+        step = self.script.pop(0) if self.script else ApiException(status=500, reason="script over")
+        if isinstance(step, Exception):
+            raise step
+        if kwargs.get("watch"):
+            return Response(step)
+        return SimpleNamespace(data=json.dumps(step).encode())
+
+
+def listing(version: str, *names: str) -> dict[str, Any]:
+    return {"metadata": {"resourceVersion": version}, "items": [node_doc(name, version) for name in names]}
+
+
+def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
+    core = FakeCore([
+        listing("10", "a", "b"),
+        [
+            {"type": "ADDED", "object": node_doc("c", "11")},
+            {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}},
+            {"type": "MODIFIED", "object": node_doc("a", "16", extra="1")},
+            {"type": "DELETED", "object": node_doc("b", "17")},
+        ],
+        [{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}],
+        listing("30", "a", "c"),
+    ])  # fmt: skip
+    gateway = kube.Gateway(None, HOST)
+    gateway.core = lambda: core  # type: ignore[method-assign]
+    posted: queue.Queue[Any] = queue.Queue()
+    restarts: list[str] = []
+    watcher = watch.NodeWatch(gateway, posted.put, restarts.append, streams=gateway).start()
+    seen = [posted.get(timeout=5) for _ in range(5)]
+    watcher.stop()
+    assert [type(item).__name__ for item in seen] == ["Listed", "Changed", "Changed", "Deleted", "Listed"]
+    assert [node.name for node in seen[0].nodes] == ["a", "b"] and seen[0].version == "10"
+    assert seen[2].node.labels["extra"] == "1" and seen[3].name == "b"
+    assert [node.name for node in seen[4].nodes] == ["a", "c"]
+    watches = [call for call in core.calls if call.get("watch")]
+    assert watches[0]["resource_version"] == "10" and watches[1]["resource_version"] == "17"
+    assert watches[0]["allow_watch_bookmarks"] is True
+    assert "PartialObjectMetadata" in watches[0]["_headers"]["Accept"]
+    assert restarts[0] == "gone"
+
+
+def test_errors_back_off_and_the_watch_keeps_trying(monkeypatch: pytest.MonkeyPatch) -> None:
+    delays: list[float] = []
+    monkeypatch.setattr(watch, "backoff", lambda failures, **_: delays.append(failures) or 0.0)
+    core = FakeCore([ApiException(status=500, reason="boom"), ApiException(status=503, reason="busy"),
+                     listing("5", "a")])  # fmt: skip
+    gateway = kube.Gateway(None, HOST)
+    gateway.core = lambda: core  # type: ignore[method-assign]
+    posted: queue.Queue[Any] = queue.Queue()
+    watcher = watch.NodeWatch(gateway, posted.put, streams=gateway).start()
+    assert isinstance(posted.get(timeout=5), watch.Listed)
+    watcher.stop()
+    assert delays[:2] == [1, 2]
+
+
+# --- events ---------------------------------------------------------------------------------------
+
+
+class EventApi:
+    """create/read/patch of core/v1 events in one namespace, in memory."""
+
+    def __init__(self) -> None:
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.patches: list[dict[str, Any]] = []
+
+    def create_namespaced_event_with_http_info(self, namespace: str, body: dict[str, Any], **_: Any) -> Any:
+        name = body["metadata"]["name"]
+        if name in self.objects:
+            raise ApiException(status=409, reason="AlreadyExists")
+        self.objects[name] = json.loads(json.dumps(body))
+        return SimpleNamespace(data=b"{}")
+
+    def read_namespaced_event_with_http_info(self, name: str, namespace: str, **_: Any) -> Any:
+        if name not in self.objects:
+            raise ApiException(status=404, reason="NotFound")
+        return SimpleNamespace(data=json.dumps(self.objects[name]).encode())
+
+    def patch_namespaced_event_with_http_info(self, name: str, namespace: str, body: Any, **_: Any) -> Any:
+        self.patches.append(body)
+        self.objects[name].update(body)
+        return SimpleNamespace(data=b"{}")
+
+
+def sink(api: EventApi, refresh: float = 1800) -> events.EventSink:
+    gateway = kube.Gateway(None, HOST)
+    gateway.core = lambda: api  # type: ignore[method-assign]
+    return events.EventSink(gateway, refresh)
+
+
+def test_one_problem_is_one_event_counted_again_only_when_asked_or_stale() -> None:
+    api = EventApi()
+    writer = sink(api)
+    missing = events.NodeEvent("node-1", "DriverImageMissing", "image t1 missing", key="t1", recount=False)
+    assert writer.write(missing) == "created"
+    assert writer.write(missing) == "unchanged"  # a new leader finding the same fresh problem
+    assert writer.write(events.NodeEvent("node-1", "DriverImageMissing", "m", key="t1")) == "counted"
+    (name,) = api.objects
+    assert name == events.event_name("node-1", "DriverImageMissing", "t1")
+    assert api.objects[name]["count"] == 2 and api.objects[name]["involvedObject"]["uid"] == "node-1"
+    # Another tag is another problem, another event.
+    assert writer.write(events.NodeEvent("node-1", "DriverImageMissing", "m", key="t2")) == "created"
+    # Stale (older than the refresh interval): counted again, which also keeps it from expiring.
+    assert sink(api, refresh=0).write(missing) == "counted"
+    assert api.objects[name]["count"] == 3
+
+
+def test_event_names_are_valid_and_stable() -> None:
+    name = events.event_name("n" * 253, "DriverImageMissing", "tag")
+    assert len(name) <= 253 and name == events.event_name("n" * 253, "DriverImageMissing", "tag")
+    assert name != events.event_name("n" * 253, "DriverImageMissing", "other")
+
+
+def test_the_sink_drops_rather_than_blocks_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(events, "QUEUE_SIZE", 1)
+    counted: list[tuple[str, str]] = []
+    writer = events.EventSink(
+        kube.Gateway(None, HOST), 1800, lambda reason, result: counted.append((reason, result))
+    )
+    writer.post(events.NodeEvent("a", "R", "m", "k"))
+    writer.post(events.NodeEvent("b", "R", "m", "k"))  # not started: the queue is full
+    assert counted == [("R", "dropped")]
+
+
+# --- leader election --------------------------------------------------------------------------------
+
+
+class MemoryLease:
+    """One Lease with the API server's compare-and-swap on resourceVersion."""
+
+    def __init__(self) -> None:
+        self.namespace, self.name = "ns", "gpudrv-reconcile"
+        self.record: Record | None = None
+        self.lock = threading.Lock()
+        self.version = 0
+
+    def get(self) -> Record | None:
+        return self.record
+
+    def create(self, wanted: Record) -> Record:
+        with self.lock:
+            if self.record is not None:
+                raise kube.Conflict(HOST, 409, "AlreadyExists", "")
+            return self._store(wanted)
+
+    def update(self, wanted: Record) -> Record:
+        with self.lock:
+            if self.record is None or wanted.version != self.record.version:
+                raise kube.Conflict(HOST, 409, "Conflict", "")
+            return self._store(wanted)
+
+    def _store(self, wanted: Record) -> Record:
+        self.version += 1
+        self.record = Record(wanted.holder, wanted.duration, wanted.acquired, wanted.renewed,
+                             wanted.transitions, str(self.version))  # fmt: skip
+        return self.record
+
+
+def test_one_of_two_leads_and_the_other_takes_over_within_the_lease() -> None:
+    timing = Timing(lease_duration=0.6, renew_deadline=0.4, retry_period=0.05)
+    shared = MemoryLease()
+    a = lease.Elector(shared, "a", timing).start()  # type: ignore[arg-type]
+    deadline = time.monotonic() + 5
+    while not a.leading.is_set() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    b = lease.Elector(shared, "b", timing).start()  # type: ignore[arg-type]
+    time.sleep(0.5)
+    assert a.leading.is_set() and not b.leading.is_set()
+    # a dies without releasing (SIGKILL): b waits out the lease, then takes it.
+    a.stopping.set()
+    a.thread.join()
+    died = time.monotonic()
+    while not b.leading.is_set() and time.monotonic() - died < 5:
+        time.sleep(0.01)
+    took = time.monotonic() - died
+    assert b.leading.is_set() and 0.4 <= took <= 0.6 + 0.3
+    assert shared.record is not None and shared.record.holder == "b" and shared.record.transitions == 1
+    # b stops cleanly: released, and a new candidate takes it at its first try.
+    b.stop(release=True)
+    assert shared.record.holder is None
+    c = lease.Elector(shared, "c", timing).start()  # type: ignore[arg-type]
+    started = time.monotonic()
+    while not c.leading.is_set() and time.monotonic() - started < 5:
+        time.sleep(0.01)
+    assert time.monotonic() - started < 0.3
+    c.stop()
+
+
+def test_lease_documents_round_trip() -> None:
+    gateway = kube.Gateway(None, HOST)
+    lock = lease.LeaseLock.__new__(lease.LeaseLock)
+    lock.gateway, lock.namespace, lock.name = gateway, "ns", "gpudrv-reconcile"
+    from datetime import UTC, datetime
+
+    record = Record(
+        "pod-a", 15, datetime(2025, 1, 1, tzinfo=UTC), datetime(2025, 1, 1, 0, 0, 2, tzinfo=UTC), 2, "7"
+    )
+    document = lock._document(record)
+    assert document["spec"] == {
+        "holderIdentity": "pod-a",
+        "leaseDurationSeconds": 15,
+        "acquireTime": "2025-01-01T00:00:00.000000Z",
+        "renewTime": "2025-01-01T00:00:02.000000Z",
+        "leaseTransitions": 2,
+    }
+    assert document["metadata"]["resourceVersion"] == "7"
+    assert lease.record(document) == record
+    released = lock._document(Record(None, 1, None, None, 2, "8"))
+    assert "holderIdentity" not in released["spec"]
+
+
+# --- git credentials ------------------------------------------------------------------------------
+
+
+def test_a_token_is_a_header_for_that_host_only_never_in_argv_or_url(tmp_path: Path) -> None:
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    source = Source("https://github.com/example/fleet.git", "main", Credentials(token_file=token))
+    env = git_sync.environment(source, tmp_path)
+    assert env["GIT_TERMINAL_PROMPT"] == "0"
+    assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraHeader"
+    assert (
+        env["GIT_CONFIG_VALUE_0"] == "Authorization: Basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"
+    )  # x-access-token:s3cret
+    token.write_text("rotated")
+    assert "eC1hY2Nlc3MtdG9rZW46cm90YXRlZA==" in git_sync.environment(source, tmp_path)["GIT_CONFIG_VALUE_0"]
+
+
+def test_an_ssh_key_is_copied_private_and_host_keys_are_checked(tmp_path: Path) -> None:
+    key, hosts = tmp_path / "ssh-privatekey", tmp_path / "known_hosts"
+    key.write_text("KEY")
+    key.chmod(0o644)  # as a Secret volume often mounts it
+    hosts.write_text("github.com ssh-ed25519 AAAA")
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    creds = Credentials(ssh_key_file=key, known_hosts_file=hosts)
+    env = git_sync.environment(Source("git@github.com:example/fleet.git", "main", creds), private)
+    assert (private / "ssh-key").read_text() == "KEY" and (
+        private / "ssh-key"
+    ).stat().st_mode & 0o777 == 0o600
+    assert "StrictHostKeyChecking=yes" in env["GIT_SSH_COMMAND"]
+    assert f"UserKnownHostsFile={hosts}" in env["GIT_SSH_COMMAND"]
+
+
+@pytest.mark.parametrize(
+    ("url", "creds", "problem"),
+    [
+        ("https://h/r.git", Credentials(token_file=Path("t"), ssh_key_file=Path("k")), "not both"),
+        ("git@h:r.git", Credentials(token_file=Path("t")), "needs an https://"),
+        ("git@h:r.git", Credentials(ssh_key_file=Path("k")), "--git-known-hosts-file"),
+        ("/srv/fleet.git", Credentials(), None),
+    ],
+)
+def test_credential_mistakes_are_refused_up_front(url: str, creds: Credentials, problem: str | None) -> None:
+    found = creds.problem(url)
+    assert (found is None) if problem is None else (found is not None and problem in found)
+
+
+# --- the endpoints ----------------------------------------------------------------------------------
+
+
+def test_metrics_health_readiness_and_sync(tmp_path: Path) -> None:
+    measured = metrics.Metrics()
+    measured.missing.labels("node-1", "550-x-ubuntu22.04").set(1)
+    syncs: list[int] = []
+    ready = {"ok": False}
+    server = metrics.Server(
+        "127.0.0.1:0",
+        measured,
+        lambda: (True, "turning"),
+        lambda: (ready["ok"], "why"),
+        lambda: syncs.append(1),
+    ).start()
+    base = f"http://{server.address}"
+    try:
+        with urllib.request.urlopen(base + "/metrics") as answer:
+            text = answer.read().decode()
+        assert 'gpudrv_node_image_missing{node="node-1",tag="550-x-ubuntu22.04"} 1.0' in text
+        assert "process_resident_memory_bytes" in text and "_created" not in text
+        assert urllib.request.urlopen(base + "/healthz").status == 200
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base + "/readyz")
+        assert refused.value.code == 503
+        ready["ok"] = True
+        assert urllib.request.urlopen(base + "/readyz").status == 200
+        assert urllib.request.urlopen(urllib.request.Request(base + "/sync", method="POST")).status == 202
+        assert syncs == [1]
+    finally:
+        server.stop()
+
+
+def test_a_stream_closed_from_another_thread_just_ends() -> None:
+    class Blocking:
+        def __init__(self) -> None:
+            self.closed = threading.Event()
+
+        def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+            yield b'{"type":"ADDED","object":{}}\n'
+            self.closed.wait(5)
+            raise OSError("socket closed")
+
+        def shutdown(self) -> None:
+            self.closed.set()
+
+    response = Blocking()
+    stream = kube.Stream(kube.Gateway(None, HOST), lambda: response)
+    got: list[Any] = []
+    reader = threading.Thread(target=lambda: got.extend(stream))
+    reader.start()
+    time.sleep(0.1)
+    stream.close()
+    reader.join(5)
+    assert not reader.is_alive() and got == [{"type": "ADDED", "object": {}}]
+
+
+def test_a_broken_watch_is_unreachable_and_a_gone_status_is_gone() -> None:
+    class Broken:
+        def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+            raise OSError("connection reset")
+            yield b""
+
+    with pytest.raises(kube.Unreachable, match="connection reset"):
+        list(kube.Stream(kube.Gateway(None, HOST), Broken))
+
+    def gone() -> Any:
+        raise ApiException(status=410, reason="Gone")
+
+    with pytest.raises(kube.Gone):
+        list(kube.Stream(kube.Gateway(None, HOST), gone))
+    with pytest.raises(GpudrvError, match="not JSON"):
+        list(kube.Stream(kube.Gateway(None, HOST), lambda: Response.__new__(Bad)))
+
+
+class Bad(Response):
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        yield b"not json\n"
