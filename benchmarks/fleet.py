@@ -785,7 +785,7 @@ def measure(
 
 def table(size: int, figures: Figures) -> list[str]:
     lines = [
-        f"{size:,} nodes        gpudrv s  raw s  x raw  kubectl+jq s  kubectl/gpudrv"
+        f"{size:,} nodes        gpudrv s  CPU s  raw s  x raw  kubectl+jq s  kubectl/gpudrv"
         + ("  loop s  loop/gpudrv" if "loop" in figures.times else "")
         + "  gpudrv MiB  kubectl+jq MiB"
     ]
@@ -798,7 +798,8 @@ def table(size: int, figures: Figures) -> list[str]:
         )
         peaks = f"{figures.peaks[f'{command}/gpudrv']:10.0f}  {figures.peaks[f'{command}/kubectl']:14.0f}"
         ratios = f"{ours / raw:5.2f}  {kubectl:12.2f}  {kubectl / ours:13.1f}x"
-        lines.append(f"  {command:<16}{ours:8.2f} {raw:6.2f} {ratios}{loop}  {peaks}")
+        cpu = figures.median_cpu(f"{command}/gpudrv")
+        lines.append(f"  {command:<16}{ours:8.2f} {cpu:6.2f} {raw:6.2f} {ratios}{loop}  {peaks}")
     fixed, cpu, peak = figures.median("fixed"), figures.median_cpu("fixed"), figures.peaks["fixed"]
     lines.append(f"  fixed cost (gpudrv tag NODE): {fixed:.2f} s ({cpu:.2f} s CPU), {peak:.0f} MiB")
     if "fixed/before" in figures.times:
