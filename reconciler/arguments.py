@@ -17,7 +17,6 @@ from typing import Any, NoReturn
 from reconciler.adapters import config
 from reconciler.adapters.registry import CONCURRENCY
 from reconciler.commands import Output
-from reconciler.commands import registry as registry_command
 from reconciler.core import duration, label_selector
 from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
@@ -237,6 +236,8 @@ def registry_options(parser: argparse.ArgumentParser, audit: bool = False) -> No
 
 def repository(args: argparse.Namespace) -> Repository:
     """--registry REPO, else gpudrv.yaml's registry: one error line when neither says."""
+    from reconciler.commands import registry as registry_command  # only for the verbs that read a registry
+
     if args.registry not in (None, FROM_CONFIG):
         return registry_command.repository(args.registry)
     return registry_command.repository(args.config_registry, args.config_path)

@@ -1,4 +1,8 @@
-"""The command line: parse, call one command with plain values, turn GpudrvError into exit 2."""
+"""The command line: parse, call one command with plain values, turn GpudrvError into exit 2.
+
+A verb's module is imported when that verb runs, not before: `gpudrv audit` does not pay for the
+imports of apply, history or impact (the fixed cost of a live command is measured: docs/scale.md).
+"""
 
 from __future__ import annotations
 
@@ -8,31 +12,13 @@ import os
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from reconciler import __version__
 from reconciler import arguments as args_
 from reconciler.adapters import actions_guard, config, github, output, sources
 from reconciler.adapters.kube import Options
-from reconciler.commands import (
-    ERROR,
-    Output,
-    apply,
-    audit,
-    diff,
-    drain,
-    explain,
-    history,
-    impact,
-    init,
-    manifest_check,
-    matrix,
-    registry,
-    rollout,
-    status,
-    tag,
-)
-from reconciler.commands import plan as upgrade_plan
-from reconciler.core.supervise import Stages
+from reconciler.commands import ERROR, Installer, Output
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
@@ -111,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
-    tag_cmd.set_defaults(handler=lambda a: tag.run(a.node, _source(a)))
+    tag_cmd.set_defaults(handler=_tag)
 
     audit_cmd = commands.add_parser(
         "audit",
@@ -168,11 +154,7 @@ def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         metavar="VERSION",
         help="GPU Operator release, like v26.3.3 (default: the running operator's)",
     )
-    init_cmd.set_defaults(
-        handler=lambda a: init.run(
-            init.Settings(a.folder, a.name, a.action, a.from_cluster, _options(a), a.operator_version)
-        )
-    )
+    init_cmd.set_defaults(handler=_init)
 
 
 def _add_explain_command(
@@ -191,9 +173,12 @@ def _add_explain_command(
     )
     explain_cmd.add_argument("-n", "--namespace", help="namespace (live default: default; --from: all)")
     explain_cmd.add_argument(
-        "-o", "--output", choices=explain.OUTPUTS, help=f"text, json or {args_.GITHUB_HELP}"
+        "-o",
+        "--output",
+        choices=args_.values(Output.TEXT, Output.JSON, Output.GITHUB),
+        help=f"text, json or {args_.GITHUB_HELP}",
     )
-    explain_cmd.set_defaults(handler=lambda a: explain.run(a.target, a.namespace, _source(a), a.output))
+    explain_cmd.set_defaults(handler=_explain)
 
 
 def _add_matrix_commands(
@@ -214,7 +199,7 @@ def _add_matrix_commands(
         metavar="PATH",
         help="matrix file (default: --matrix)",
     )
-    validate.set_defaults(handler=lambda a: matrix.validate(a.path or a.matrix, a.output))
+    validate.set_defaults(handler=_matrix_validate)
 
     add = verbs.add_parser(
         "add",
@@ -224,7 +209,7 @@ def _add_matrix_commands(
     )
     add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
-    add.set_defaults(handler=lambda a: matrix.add(a.matrix, _row_key(add, a)))
+    add.set_defaults(handler=lambda a: _matrix_add(a, _row_key(add, a)))
     _add_matrix_verify(verbs, matrix_file)
     _add_matrix_git_commands(verbs, matrix_file)
 
@@ -247,7 +232,7 @@ def _add_matrix_verify(
         "--write", action="store_true", help="append those tags as rows (implies --list-tags)"
     )
     verify.set_defaults(
-        handler=lambda a: registry.verify(
+        handler=lambda a: _registry().verify(
             a.matrix,
             args_.repository(a),
             list_tags=a.list_tags,
@@ -258,14 +243,10 @@ def _add_matrix_verify(
     )
 
 
-def _audit(args: argparse.Namespace) -> int:
-    if args.registry is None:
-        return audit.run(_source(args), args.matrix, args.output)
-    return registry.audit(_source(args), args_.repository(args), args.output, args.concurrency)
-
-
 def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ImageKey:  # noqa: RET503
     if args.tag is not None and not args.parts:
+        from reconciler.commands import matrix
+
         return matrix.key_of(args.tag)
     if args.tag is None and len(args.parts) == 3:
         return ImageKey(*args.parts)
@@ -282,7 +263,7 @@ def _add_matrix_git_commands(
         description="One pass over the first-parent git history of the matrix file (needs a full "
         "clone). A merged pull request's rows belong to the commit that landed them.",
     )
-    history_cmd.set_defaults(handler=lambda a: history.run(a.matrix, a.output))
+    history_cmd.set_defaults(handler=_history)
 
     impact_cmd = verbs.add_parser(
         "impact",
@@ -303,7 +284,7 @@ def _add_matrix_git_commands(
         choices=args_.values(Output.TEXT, Output.JSON, Output.MARKDOWN, Output.GITHUB),
         help=f"text, json, markdown (for a PR summary) or {args_.GITHUB_HELP}",
     )
-    impact_cmd.set_defaults(handler=lambda a: impact.run(a.base, a.matrix, _source(a), a.output))
+    impact_cmd.set_defaults(handler=_impact)
 
 
 def _add_diff_command(
@@ -323,7 +304,7 @@ def _add_diff_command(
         help="manifests in git (default: gpudrv.yaml's fleet)",
     )
     args_.cluster_options(diff_cmd)
-    diff_cmd.set_defaults(handler=lambda a: diff.run(args_.desired(a), _options(a), a.output, a.selector))
+    diff_cmd.set_defaults(handler=_diff)
 
 
 def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -342,7 +323,7 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
         metavar="DIR",
         help=f"*.yaml/*.yml files under DIR (default: gpudrv.yaml's fleet, else {args_.DEFAULT_MANIFESTS})",
     )
-    validate.set_defaults(handler=lambda a: manifest_check.validate(a.folder, a.output))
+    validate.set_defaults(handler=_manifests_validate)
 
 
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
@@ -378,18 +359,7 @@ def _add_upgrade_commands(
         parents=[*nodes, matrix_file, gates, output],
         help="the upgrades git asks for, their steps and gates",
     )
-    plan_cmd.set_defaults(
-        handler=lambda a: upgrade_plan.run(
-            args_.desired(a),
-            a.matrix,
-            merged_ref=a.merged_ref,
-            force=a.force,
-            options=_options(a),
-            output=a.output,
-            operator_version=a.operator_version,
-            selector=a.selector,
-        )
-    )
+    plan_cmd.set_defaults(handler=_plan)
 
     apply_cmd = commands.add_parser(
         "apply", parents=[*nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
@@ -403,7 +373,7 @@ def _add_upgrade_commands(
     )
     apply_cmd.add_argument(
         "--installer",
-        choices=args_.values(*apply.Installer),
+        choices=args_.values(*Installer),
         default="labels",
         help="how the driver gets installed",
     )
@@ -447,14 +417,12 @@ def _add_upgrade_commands(
     drain_cmd.add_argument(
         "--preflight", action="store_true", help="do not cordon when a budget would refuse"
     )
-    drain_cmd.set_defaults(handler=lambda a: drain.run(a.node, a.timeout, a.force, a.preflight, _options(a)))
+    drain_cmd.set_defaults(handler=_drain)
 
     status_cmd = commands.add_parser(
         "status", parents=[*nodes, matrix_file, output], help="one line per GPU node"
     )
-    status_cmd.set_defaults(
-        handler=lambda a: status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
-    )
+    status_cmd.set_defaults(handler=_status)
 
     report_cmd = commands.add_parser(
         "report",
@@ -463,7 +431,115 @@ def _add_upgrade_commands(
         description="Live, or offline with --from DIR. -o html writes one self-contained HTML page "
         "(coverage grid, upgrade states, matrix history): gpudrv report -o html > fleet.html",
     )
-    report_cmd.set_defaults(handler=lambda a: status.run_report(a.matrix, _source(a), a.output))
+    report_cmd.set_defaults(handler=_report)
+
+
+# --- the verbs: each imports its module when it runs ----------------------------------------------
+
+
+def _tag(a: argparse.Namespace) -> int:
+    from reconciler.commands import tag
+
+    return tag.run(a.node, _source(a))
+
+
+def _audit(a: argparse.Namespace) -> int:
+    if a.registry is not None:
+        from reconciler.commands import registry
+
+        return registry.audit(_source(a), args_.repository(a), a.output, a.concurrency)
+    from reconciler.commands import audit
+
+    return audit.run(_source(a), a.matrix, a.output)
+
+
+def _registry() -> Any:
+    from reconciler.commands import registry
+
+    return registry
+
+
+def _init(a: argparse.Namespace) -> int:
+    from reconciler.commands import init
+
+    return init.run(
+        init.Settings(a.folder, a.name, a.action, a.from_cluster, _options(a), a.operator_version)
+    )
+
+
+def _explain(a: argparse.Namespace) -> int:
+    from reconciler.commands import explain
+
+    return explain.run(a.target, a.namespace, _source(a), a.output)
+
+
+def _matrix_validate(a: argparse.Namespace) -> int:
+    from reconciler.commands import matrix
+
+    return matrix.validate(a.path or a.matrix, a.output)
+
+
+def _matrix_add(a: argparse.Namespace, key: ImageKey) -> int:
+    from reconciler.commands import matrix
+
+    return matrix.add(a.matrix, key)
+
+
+def _history(a: argparse.Namespace) -> int:
+    from reconciler.commands import history
+
+    return history.run(a.matrix, a.output)
+
+
+def _impact(a: argparse.Namespace) -> int:
+    from reconciler.commands import impact
+
+    return impact.run(a.base, a.matrix, _source(a), a.output)
+
+
+def _diff(a: argparse.Namespace) -> int:
+    from reconciler.commands import diff
+
+    return diff.run(args_.desired(a), _options(a), a.output, a.selector)
+
+
+def _manifests_validate(a: argparse.Namespace) -> int:
+    from reconciler.commands import manifest_check
+
+    return manifest_check.validate(a.folder, a.output)
+
+
+def _plan(a: argparse.Namespace) -> int:
+    from reconciler.commands import plan
+
+    return plan.run(
+        args_.desired(a),
+        a.matrix,
+        merged_ref=a.merged_ref,
+        force=a.force,
+        options=_options(a),
+        output=a.output,
+        operator_version=a.operator_version,
+        selector=a.selector,
+    )
+
+
+def _drain(a: argparse.Namespace) -> int:
+    from reconciler.commands import drain
+
+    return drain.run(a.node, a.timeout, a.force, a.preflight, _options(a))
+
+
+def _status(a: argparse.Namespace) -> int:
+    from reconciler.commands import status
+
+    return status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
+
+
+def _report(a: argparse.Namespace) -> int:
+    from reconciler.commands import status
+
+    return status.run_report(a.matrix, _source(a), a.output)
 
 
 def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -491,6 +567,9 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    from reconciler.commands import apply, rollout
+    from reconciler.core.supervise import Stages
+
     if rollout.wanted(args_.desired(args)):
         staged = rollout.Settings(
             from_dir=args_.desired(args),
@@ -511,7 +590,7 @@ def _apply(args: argparse.Namespace) -> int:
         dry_run=args.dry_run,
         max_parallel=args.max_parallel,
         drain_timeout=args.drain_timeout,
-        installer=apply.Installer(args.installer),
+        installer=Installer(args.installer),
         install_timeout=args.timeout,
         force=args.force,
         selector=args.selector,

@@ -12,8 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from reconciler.adapters import manifests, positions, schemas
 from reconciler.errors import GpudrvError
 
@@ -66,6 +64,8 @@ def load(explicit: str | None = None) -> Config:
 
 
 def _validate(path: Path, document: dict[str, Any], line: int) -> None:
+    import jsonschema  # only when there is a file to check: a run without one never pays for it
+
     schema_document = schemas.load("gpudrv-config")
     validator = jsonschema.Draft202012Validator(schema_document)
     errors = sorted(validator.iter_errors(document), key=lambda error: list(map(str, error.path)))

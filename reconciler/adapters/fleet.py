@@ -1,7 +1,9 @@
-"""Reads and writes an upgrade needs: whole nodes, pods on a node, PDBs, evictions, patches, events.
+"""Reads and writes an upgrade needs: GPU nodes, pods on nodes, PDBs, evictions, patches, events.
 
 Everything goes through the gateway (kube.py): it sends the requests, parses the JSON and maps
-HTTP errors; request bodies are plain dicts.
+HTTP errors; request bodies are plain dicts. Reads of the whole fleet are a constant number of
+requests whatever its size: one metadata-only node list plus the names of the cordoned nodes, one
+pod list for any number of nodes (docs/scale.md).
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ from enum import StrEnum
 from typing import Any
 
 from reconciler.adapters import api_shapes, kube
-from reconciler.adapters.cluster import Cluster, label_selector
+from reconciler.adapters.cluster import GPU_SELECTOR, NODES, Cluster, label_selector
 from reconciler.adapters.kube import raw
-from reconciler.core import budget
+from reconciler.core import budget, reads
 from reconciler.core.budget import Role
 from reconciler.core.executor import DRIVER_APP, StepFailed
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import LiveNode
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpudrv"
 EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
+PODS = "/api/v1/pods"
+BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 CONFLICT_RETRIES = 10  # a node write that lost this many races in a row gives up
 REVISION_HASH_LABEL = "controller-revision-hash"  # the DaemonSet controller's label on its pods
 
@@ -60,41 +63,52 @@ class Fleet:
 
     # --- reads -----------------------------------------------------------------------------------
 
-    def gpu_nodes(self, selector: LabelSelector | None = None) -> list[LiveNode]:
-        core = self.gateway.core()
-        labels = label_selector(f"{GPU_PRESENT}=true", selector)
-        items = self.gateway.items(
-            lambda: core.list_node_with_http_info(label_selector=labels, **raw()),
-            api_shapes.NODE,
-        )
-        return [kube.live_node(item) for item in items]
+    def gpu_nodes(
+        self, selector: LabelSelector | None = None, labels: Collection[str] | None = None
+    ) -> list[LiveNode]:
+        """Every GPU node (matching `selector`) with only `labels` (None: all) and gpudrv's annotations:
+        two requests."""
+        return self.live_nodes(label_selector(GPU_SELECTOR, selector), labels)
+
+    def live_nodes(self, selector: str, labels: Collection[str] | None = None) -> list[LiveNode]:
+        """The nodes the label selector picks ("" for all). Whole Node objects would carry the status
+        (images, conditions) for nothing: metadata, and the names of the cordoned nodes beside it."""
+        cordoned = self.cluster.cordoned(selector)
+        return [
+            LiveNode(node, node.name in cordoned, kube.kept_annotations(document, reads.ANNOTATIONS))
+            for node, document in self.cluster.node_documents(selector, labels)
+        ]
 
     def node(self, name: str) -> tuple[LiveNode, str] | None:
         """The node and its resourceVersion, or None if there is no such node."""
-        core = self.gateway.core()
         document = self.gateway.read(
-            lambda: core.read_node_with_http_info(name, **raw()), missing_ok=True, shape=api_shapes.NODE
+            lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}"),
+            missing_ok=True,
+            shape=api_shapes.NODE,
         )
         if document is None:
             return None
         return kube.live_node(document), str(document["metadata"].get("resourceVersion") or "")
 
     def pods_on(self, node: str) -> list[budget.Pod]:
-        core = self.gateway.core()
-        items = self.gateway.items(
-            lambda: core.list_pod_for_all_namespaces_with_http_info(
-                field_selector=f"spec.nodeName={node}", **raw()
-            ),
-            api_shapes.POD,
-        )
+        query = {"fieldSelector": f"spec.nodeName={node}"}
+        items = self.gateway.items(lambda: self.gateway.request("GET", PODS, query), api_shapes.POD)
         return [kube.pod(item) for item in items]
 
+    def pods_on_nodes(self, nodes: Collection[str]) -> dict[str, list[budget.Pod]]:
+        """The pods on each of `nodes`: one list of every pod, streamed, keeping theirs (none asked:
+        no request). Per-node field selectors would be one request per node."""
+        found: dict[str, list[budget.Pod]] = {name: [] for name in nodes}
+        if not found:
+            return found
+        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS), api_shapes.POD):
+            on = (item.get("spec") or {}).get("nodeName")
+            if on in found:
+                found[on].append(kube.pod(item))
+        return found
+
     def budgets(self) -> list[budget.Budget]:
-        policy = self.gateway.policy()
-        items = self.gateway.items(
-            lambda: policy.list_pod_disruption_budget_for_all_namespaces_with_http_info(**raw()),
-            api_shapes.BUDGET,
-        )
+        items = self.gateway.items(lambda: self.gateway.request("GET", BUDGETS), api_shapes.BUDGET)
         return [kube.disruption_budget(item) for item in items]
 
     # --- writes ----------------------------------------------------------------------------------
@@ -172,11 +186,13 @@ class Fleet:
         its controller-revision-hash is not its DaemonSet's newest ControllerRevision's, or it has no
         DaemonSet at all (orphaned). Pods already terminating are left to go."""
         core = self.gateway.core()
-        items = self.gateway.items(
-            lambda: core.list_pod_for_all_namespaces_with_http_info(
-                field_selector=f"spec.nodeName={node}", label_selector=f"app={DRIVER_APP}", **raw()
-            ),
-            api_shapes.POD,
+        items = list(  # whole, before the requests below: a streamed list would stay open under them
+            self.gateway.items(
+                lambda: core.list_pod_for_all_namespaces_with_http_info(
+                    field_selector=f"spec.nodeName={node}", label_selector=f"app={DRIVER_APP}", **raw()
+                ),
+                api_shapes.POD,
+            )
         )
         deleted = []
         revisions: dict[tuple[str, str], str | None] = {}
@@ -217,10 +233,8 @@ class Fleet:
         return str(newest["metadata"]["name"]).removeprefix(f"{daemonset}-")
 
     def _patch(self, name: str, body: dict[str, Any]) -> None:
-        core = self.gateway.core()
-        self.gateway.write(
-            lambda: core.patch_node_with_http_info(name, body, _content_type=MERGE_PATCH, **raw())
-        )
+        path = f"{NODES}/{kube.segment(name)}"
+        self.gateway.write(lambda: self.gateway.request("PATCH", path, body=body, content_type=MERGE_PATCH))
 
     def evict(self, target: budget.Pod) -> Eviction:
         body = {
@@ -228,13 +242,9 @@ class Fleet:
             "kind": "Eviction",
             "metadata": {"name": target.name, "namespace": target.namespace},
         }
-        core = self.gateway.core()
+        path = f"{_pod_path(target)}/eviction"
         try:
-            self.gateway.write(
-                lambda: core.create_namespaced_pod_eviction_with_http_info(
-                    target.name, target.namespace, body, **raw()
-                )
-            )
+            self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
         except kube.NotFound:
             return Eviction(EvictionOutcome.GONE)
         except kube.ApiError as exc:
@@ -244,11 +254,9 @@ class Fleet:
         return Eviction(EvictionOutcome.EVICTED)
 
     def delete_pod(self, target: budget.Pod) -> None:
-        core = self.gateway.core()
+        path = _pod_path(target)
         with contextlib.suppress(kube.NotFound):  # already gone: what we wanted
-            self.gateway.write(
-                lambda: core.delete_namespaced_pod_with_http_info(target.name, target.namespace, **raw())
-            )
+            self.gateway.write(lambda: self.gateway.request("DELETE", path))
 
     def apply_budget(self, namespace: str, name: str, spec: Mapping[str, Any]) -> None:
         """Server-side apply as field manager gpudrv, forcing conflicts: git is the source of truth."""
@@ -258,17 +266,11 @@ class Fleet:
             "metadata": {"name": name, "namespace": namespace},
             "spec": dict(spec),
         }
-        policy = self.gateway.policy()
+        path = f"/apis/policy/v1/namespaces/{kube.segment(namespace)}/poddisruptionbudgets/"
+        path += kube.segment(name)
+        query: dict[str, str | bool | None] = {"fieldManager": FIELD_MANAGER, "force": True}
         self.gateway.write(
-            lambda: policy.patch_namespaced_pod_disruption_budget_with_http_info(
-                name,
-                namespace,
-                manifest,
-                field_manager=FIELD_MANAGER,
-                force=True,
-                _content_type=APPLY_PATCH,
-                **raw(),
-            )
+            lambda: self.gateway.request("PATCH", path, query, body=manifest, content_type=APPLY_PATCH)
         )
 
     def event(
@@ -291,11 +293,13 @@ class Fleet:
             "lastTimestamp": now,
             "count": 1,
         }
-        core = self.gateway.core()
+        path = f"/api/v1/namespaces/{EVENT_NAMESPACE}/events"
         with contextlib.suppress(kube.Conflict):  # already there: this very event, sent before
-            self.gateway.write(
-                lambda: core.create_namespaced_event_with_http_info(EVENT_NAMESPACE, body, **raw())
-            )
+            self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
+
+
+def _pod_path(target: budget.Pod) -> str:
+    return f"/api/v1/namespaces/{kube.segment(target.namespace)}/pods/{kube.segment(target.name)}"
 
 
 def _patch_body(

@@ -1,8 +1,11 @@
 """The one gateway to the Kubernetes API: the client, the JSON it returns as core data, and its errors.
 
 Only this module imports `kubernetes` (an import contract says so), and only inside functions, so
-offline commands never pay for it. Every request goes out with `_preload_content=False` and the JSON
-is parsed here: the client's model layer is slow for big lists and strict about plain-dict bodies.
+offline commands never pay for it. Requests go through the client's `ApiClient` (`Gateway.request`:
+its configuration, auth and connection pool) without the generated API classes: importing
+`CoreV1Api` alone costs about 1.5 s and 20 MiB of pydantic models, more than a 5,000-node list.
+The JSON is parsed here, never by the client's model layer: a big list is streamed item by item
+(`Gateway.items`, jsonstream) so only the fields a command keeps stay in memory (docs/scale.md).
 HTTP statuses become typed errors once, here; callers catch NotFound or Conflict, never a status.
 
 Everything from outside is checked at this edge (issue 12): the kubeconfig (read as a regular file,
@@ -16,18 +19,22 @@ read timeouts, `--request-timeout` as kubectl's; urllib3 retries nothing on its 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import subprocess
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from reconciler.adapters import api_shapes, files, positions, yaml_load
+from reconciler import __version__
+from reconciler.adapters import api_shapes, files, jsonstream, positions, yaml_load
 from reconciler.adapters.api_shapes import Shape
 from reconciler.core import budget, diff
 from reconciler.core.tags import Node
@@ -37,6 +44,11 @@ from reconciler.errors import GpudrvError
 PAGE_SIZE = 500
 MAX_PAGES = 10_000  # 5,000,000 objects: a list longer than that is a server that never stops
 MAX_BODY = 256 * 1024 * 1024  # bytes of one answer, decompressed
+JSON = "application/json"
+# Node and pod lists ask for metadata only where labels and annotations are all a command reads.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1"
+METADATA_ONE = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
+USER_AGENT = f"gpudrv/{__version__}"
 
 
 @dataclass(frozen=True)
@@ -190,9 +202,41 @@ class Gateway:
             self.check(shape, document, shape.kind)
         return document
 
-    def items(self, request: Callable[[], Any], shape: Shape | None = None) -> list[dict[str, Any]]:
-        """The items of one list answer (not paginated), each an object of `shape`."""
-        return self._items(self.read(request), shape)
+    def items(self, request: Callable[[], Any], shape: Shape | None = None) -> Iterator[dict[str, Any]]:
+        """Every item of one list answer (not paginated), each an object of `shape`, each as soon as it
+        has arrived: the body is never held whole (jsonstream). `request` is one list request without
+        `limit`, so there is no continue token to follow: one request whatever the size of the list
+        (docs/scale.md says why). The answer is bounded as every other (MAX_BODY, the total timeout)."""
+        token = _STREAMED.set(True)
+        try:
+            response = self._send(request, whole=False)
+        finally:
+            _STREAMED.reset(token)
+        what = f"a {shape.kind} list" if shape else "a list"
+        finished = False
+        try:
+            with self._answers():
+                stream = jsonstream.ListStream(_chunks(response))
+                for index, item in enumerate(stream):
+                    if not isinstance(item, dict):
+                        raise self.lied(
+                            what, ("items", index), f"is {api_shapes.describe(item)}, not an object"
+                        )
+                    if shape is not None:
+                        self.check(shape, item, what, ("items", index))
+                    yield item
+            rest = stream.members.get("items")
+            if rest is not None:  # not an array, so not streamed
+                raise self.lied(what, ("items",), f"is {api_shapes.describe(rest)}, not a list")
+            self._whole_list(stream.members.get("metadata"), what)
+            finished = True
+        except (jsonstream.StreamError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise GpudrvError(f"the cluster at {self.host} sent a list that is not JSON: {reason}") from None
+        finally:
+            # A connection with unread bytes must not go back to the pool.
+            with contextlib.suppress(AttributeError):  # an answer read whole has no connection
+                response.release_conn() if finished else response.close()
 
     def pages(
         self, request: Callable[[str | None], Any], shape: Shape | None = None
@@ -225,6 +269,19 @@ class Gateway:
                     f"the cluster at {self.host} sent more than {MAX_PAGES:,} pages of one list"
                 )
 
+    def _whole_list(self, metadata: Any, what: str) -> None:
+        """A list asked for whole (no limit) ends there: a continue token would mean items left out."""
+        if metadata is not None and not isinstance(metadata, dict):
+            raise self.lied(what, ("metadata",), f"is {api_shapes.describe(metadata)}, not an object")
+        token = (metadata or {}).get("continue")
+        if token is not None and not isinstance(token, str):
+            raise self.lied(what, ("metadata", "continue"), f"is {api_shapes.describe(token)}, not a string")
+        if token:
+            raise GpudrvError(
+                f"the cluster at {self.host} sent part of a list asked for whole (a continue token, "
+                f"{token[:40]!r}, to a request without limit): gpudrv will not act on a partial list"
+            )
+
     def _items(self, page: dict[str, Any], shape: Shape | None) -> list[dict[str, Any]]:
         items = page.get("items")
         if items is None:
@@ -252,16 +309,49 @@ class Gateway:
             f"the cluster at {self.host} sent {what} the API never sends: {field_name} {reason}"
         )
 
+    def request(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str | bool | None] | None = None,
+        *,
+        accept: str = JSON,
+        body: Any = None,
+        content_type: str | None = None,
+    ) -> Any:
+        """One HTTP request through the ApiClient, as a generated `*_with_http_info(...,
+        _preload_content=False)` method makes it (configuration, auth, timeout, pool), and the same
+        answer: the unread urllib3 response, or the client's ApiException for a status outside 2xx.
+        None values in `query` are left out."""
+        from kubernetes.client.exceptions import ApiException
+
+        headers = {"Accept": accept, **({"Content-Type": content_type} if content_type else {})}
+        params = [(key, value) for key, value in (query or {}).items() if value is not None]
+        serialized = self.api_client.param_serialize(
+            method=method,
+            resource_path=path,
+            query_params=params,
+            header_params=headers,
+            body=body,
+            auth_settings=["BearerToken"],
+        )
+        answer = self.api_client.call_api(*serialized, _request_timeout=raw()["_request_timeout"])
+        if not 200 <= answer.status <= 299:
+            answer.read()
+            raise ApiException(http_resp=answer)
+        return answer.response
+
     def write(self, request: Callable[[], Any]) -> None:
         self._send(request)
 
-    def _send(self, request: Callable[[], Any]) -> Any:
-        """One request; while patient, sent again through an outage (see the class)."""
+    def _send(self, request: Callable[[], Any], *, whole: bool = True) -> Any:
+        """One request; while patient, sent again through an outage (see the class). The answer's
+        bytes, or (`whole` false) the unread answer."""
         deadline: float | None = None
         delay = 0.5
         while True:
             try:
-                data = self._once(request)
+                data = self._once(request, whole)
             except (Unreachable, ApiError) as exc:
                 if not self._transient(exc):
                     raise
@@ -282,13 +372,19 @@ class Gateway:
             return False
         return isinstance(exc, Unreachable) or (isinstance(exc, ApiError) and exc.status in (503, 504))
 
-    def _once(self, request: Callable[[], Any]) -> Any:
+    def _once(self, request: Callable[[], Any], whole: bool = True) -> Any:
+        with self._answers():
+            # Read the whole answer: a pooled connection must not keep unread bytes.
+            return request().data if whole else request()
+
+    @contextlib.contextmanager
+    def _answers(self) -> Iterator[None]:
+        """The client's exceptions, and answers gpudrv will not read, as typed errors."""
         from kubernetes.client.exceptions import ApiException
         from urllib3.exceptions import HTTPError
 
         try:
-            # Read the whole answer: a pooled connection must not keep unread bytes.
-            return request().data
+            yield
         except ApiException as exc:
             if not exc.status:  # no HTTP answer: TLS failed (the client's status 0)
                 raise Unreachable(f"cannot reach the cluster at {self.host}: {_tls_reason(exc)}") from None
@@ -319,6 +415,19 @@ class Gateway:
         )
 
 
+def _chunks(response: Any) -> Iterator[bytes]:
+    """The answer's bytes as they arrive (one piece when it was read whole)."""
+    if hasattr(response, "stream"):
+        yield from response.stream(jsonstream.CHUNK)
+    else:
+        yield response.data
+
+
+def segment(name: str) -> str:
+    """A name as one URL path segment, quoted as the generated API methods quote path parameters."""
+    return quote(name, safe="")
+
+
 def raw(**extra: Any) -> dict[str, Any]:
     """The keyword arguments every request takes: JSON left unparsed, and the run's timeouts."""
     return {"_preload_content": False, "_request_timeout": _timeouts.pair(), **extra}
@@ -340,6 +449,7 @@ def connect(options: Options) -> Gateway:
             "no cluster configured: pass --kubeconfig or --context, set KUBECONFIG, or use --from DIR"
         )
     api.rest_client.pool_manager = _BoundedPool(api.rest_client.pool_manager)
+    api.user_agent = USER_AGENT  # the API server's audit log and metrics name gpudrv
     return Gateway(api, str(api.configuration.host))
 
 
@@ -504,9 +614,14 @@ def _timed_exec_provider() -> type:
     return TimedExecProvider
 
 
+# Set while Gateway.items sends its request: that answer is read as it arrives (_Streamed), not here.
+_STREAMED: ContextVar[bool] = ContextVar("gpudrv_streamed", default=False)
+
+
 class _BoundedPool:
     """The client's urllib3 pool with every answer read here: at most MAX_BODY bytes, within the total
-    timeout, and urllib3's own retries off (a retried read timeout would multiply the wait)."""
+    timeout, and urllib3's own retries off (a retried read timeout would multiply the wait). A list
+    that Gateway.items streams is bounded the same way as it is read (_Streamed)."""
 
     def __init__(self, pool: Any) -> None:
         self._pool = pool
@@ -518,7 +633,10 @@ class _BoundedPool:
             return self._pool.request(method, url, **kwargs)
         kwargs["preload_content"] = False
         kwargs["retries"] = False
+        started = time.monotonic()
         response = self._pool.request(method, url, **kwargs)
+        if _STREAMED.get() and 200 <= response.status <= 299:
+            return _Streamed(response, None if _timeouts.total is None else started + _timeouts.total)
         try:
             body = _read_body(response, _timeouts.total)
         finally:
@@ -548,6 +666,54 @@ class _Answer:
 
     def getheader(self, name: str, default: Any = None) -> Any:
         return self.headers.get(name, default)
+
+    def stream(self, amt: int) -> Iterator[bytes]:
+        yield from (self.data[at : at + amt] for at in range(0, len(self.data), amt))
+
+    def release_conn(self) -> None:
+        """Read whole: the connection is back in the pool already."""
+
+    close = release_conn
+
+
+class _Streamed:
+    """A list's answer read as it arrives (Gateway.items), with the bounds of a whole answer: at most
+    MAX_BODY bytes, all of them by `deadline`."""
+
+    def __init__(self, response: Any, deadline: float | None) -> None:
+        self._response, self._deadline = response, deadline
+        self.status, self.reason, self.headers = response.status, response.reason, response.headers
+
+    @property
+    def data(self) -> bytes:
+        try:
+            return b"".join(self.stream(64 * 1024))
+        finally:
+            self._response.release_conn()
+
+    def stream(self, amt: int) -> Iterator[bytes]:
+        size = 0
+        while chunk := self._response.read(amt):
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise _BadAnswer(f"sent an answer of more than {MAX_BODY // (1024 * 1024)} MiB")
+            if self._deadline is not None and time.monotonic() > self._deadline:
+                raise _BadAnswer(
+                    f"took more than {_timeouts.total:g} s to send one answer (--request-timeout)"
+                )
+            yield chunk
+
+    def getheaders(self) -> Any:
+        return self.headers
+
+    def getheader(self, name: str, default: Any = None) -> Any:
+        return self.headers.get(name, default)
+
+    def release_conn(self) -> None:
+        self._response.release_conn()
+
+    def close(self) -> None:
+        self._response.close()
 
 
 def _read_body(response: Any, total: float | None) -> bytes:
@@ -595,6 +761,23 @@ def node(document: Mapping[str, Any]) -> Node:
     """A Node (or its PartialObjectMetadata): the name and labels."""
     metadata = document.get("metadata") or {}
     return Node(str(metadata.get("name", "")), dict(metadata.get("labels") or {}))
+
+
+def kept(node: Node, labels: Collection[str] | None, shared: dict[str, str] | None = None) -> Node:
+    """The node with only the labels a command reads (None: all of them). Label values repeat across
+    a fleet: with `shared`, one string object per distinct value (10,000 nodes hold ~100 strings,
+    not 10,000 copies of "true" and the same kernel)."""
+    if labels is None:
+        return node
+    found = node.labels
+    memo = {} if shared is None else shared
+    return Node(node.name, {key: memo.setdefault(found[key], found[key]) for key in labels if key in found})
+
+
+def kept_annotations(document: Mapping[str, Any], keys: Collection[str]) -> dict[str, str]:
+    """Only these annotations of an object (gpudrv's own: NFD's alone can be kilobytes)."""
+    annotations = (document.get("metadata") or {}).get("annotations") or {}
+    return {key: str(annotations[key]) for key in keys if key in annotations}
 
 
 def live_node(document: Mapping[str, Any]) -> LiveNode:

@@ -122,10 +122,8 @@ def live_resources(gateway: kube.Gateway) -> list[DriverResource]:
 
 
 def _resource_page(gateway: kube.Gateway, kind: Kind, token: str | None) -> Any:
-    group, version = operator.API_VERSIONS[kind].split("/")
-    return gateway.custom().list_cluster_custom_object_with_http_info(
-        group, version, operator.PLURALS[kind], limit=kube.PAGE_SIZE, _continue=token, **kube.raw()
-    )
+    path = f"/apis/{operator.API_VERSIONS[kind]}/{operator.PLURALS[kind]}"
+    return gateway.request("GET", path, {"limit": str(kube.PAGE_SIZE), "continue": token})
 
 
 def _live_resource(kind: Kind, document: dict[str, Any]) -> DriverResource:
@@ -138,13 +136,12 @@ def _live_resource(kind: Kind, document: dict[str, Any]) -> DriverResource:
 
 def live_operator_version(gateway: kube.Gateway) -> str | None:
     """The release of the running GPU Operator: its Deployment's image tag; None when none runs."""
-    apps = gateway.apps()
+    path = "/apis/apps/v1/deployments"
+    query = {"labelSelector": OPERATOR_SELECTOR, "limit": str(kube.PAGE_SIZE)}
     try:
         items = list(
             gateway.pages(
-                lambda token: apps.list_deployment_for_all_namespaces_with_http_info(
-                    label_selector=OPERATOR_SELECTOR, limit=kube.PAGE_SIZE, _continue=token, **kube.raw()
-                ),
+                lambda token: gateway.request("GET", path, {**query, "continue": token}),
                 api_shapes.DEPLOYMENT,
             )
         )
@@ -244,8 +241,8 @@ def _driver_daemonset_found(gateway: kube.Gateway) -> str | None:
         request = partial(
             apps.list_daemon_set_for_all_namespaces_with_http_info, label_selector=selector, **kube.raw()
         )
-        items = gateway.items(request, api_shapes.CUSTOM)
-        if items:
-            metadata = items[0].get("metadata") or {}
+        first = next(iter(gateway.items(request, api_shapes.CUSTOM)), None)
+        if first is not None:
+            metadata = first.get("metadata") or {}
             return f"driver DaemonSet {metadata.get('namespace')}/{metadata.get('name')} ({selector})"
     return None

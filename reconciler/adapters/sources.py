@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from reconciler.adapters import files, kube, manifests, operator, schemas
 from reconciler.adapters.cluster import Cluster, connect
-from reconciler.core import matrix
+from reconciler.core import matrix, reads
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Wants
 from reconciler.core.tags import Node
@@ -29,14 +30,15 @@ class NodeSource:
         """One connection per run, shared by every read."""
         return connect(self.cluster)
 
-    def gpu_nodes(self) -> list[Node]:
+    def gpu_nodes(self, labels: Collection[str] | None = None) -> list[Node]:
+        """Live, each node keeps only `labels` (None: all); manifests are small and keep all."""
         if self.from_dir is not None:
             return [
                 node
                 for node in manifests.load_nodes(self.from_dir)
                 if node.gpu_present and self.selects(node)
             ]
-        return self.live.gpu_nodes(self.selector)
+        return self.live.gpu_nodes(self.selector, labels)
 
     def selects(self, node: Node) -> bool:
         return self.selector is None or self.selector.matches(node.labels)
@@ -51,7 +53,7 @@ class NodeSource:
         """Every GPU node with the image the contract gives it (read the resources first: a broken
         resource is reported before any node is read)."""
         contract = self.contract()
-        return operator.wants(contract, self.gpu_nodes())
+        return operator.wants(contract, self.gpu_nodes(reads.for_contract(contract)))
 
     def node(self, name: str) -> Node:
         if self.from_dir is not None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import cluster, kube, manifests, positions
-from reconciler.core import node_schema, placement
+from reconciler.core import node_schema, placement, reads
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
@@ -42,6 +43,7 @@ def read_live(
 ) -> Live:
     """All nodes (those `selector` matches), and one pod or every pod of the namespace, in name order."""
     live = cluster.connect(options)
+    documents: Iterable[dict[str, Any]]
     if pod_name is None:
         documents = live.pods(namespace)
     elif (document := live.pod(namespace, pod_name)) is not None:
@@ -49,7 +51,7 @@ def read_live(
     else:
         raise GpudrvError(f"pod {pod_name} not found in namespace {namespace} in the cluster at {live.host}")
     pods = sorted((_from_live(document) for document in documents), key=lambda pod: pod.name)
-    return Live(live.nodes(selector), pods, live.host)
+    return Live(live.nodes(selector, reads.for_workloads(pods)), pods, live.host)
 
 
 def scheduler_message(document: dict[str, Any]) -> str | None:

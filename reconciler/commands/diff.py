@@ -6,6 +6,7 @@ from pathlib import Path
 
 from reconciler.adapters import cluster, github, kube, manifests, operator
 from reconciler.commands import FINDINGS, OK, Output
+from reconciler.core import reads
 from reconciler.core.diff import diff
 from reconciler.core.label_selector import LabelSelector
 from reconciler.render import diff as show
@@ -23,7 +24,9 @@ def run(
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
     live_resources = operator.live_resources(live.gateway)
-    live_nodes = live.nodes()
+    # Each live node keeps the labels a manifest declares, and those the selector reads.
+    keys = reads.for_declared(nodes) | (selector.keys() if selector is not None else frozenset())
+    live_nodes = live.nodes(labels=keys)
     if selector is not None:  # a declared node is compared by name; an undeclared one only if selected
         declared = {node.name for node in nodes}
         live_nodes = [node for node in live_nodes if node.name in declared or selector.matches(node.labels)]

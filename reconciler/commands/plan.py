@@ -14,7 +14,7 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
-from reconciler.core import rollout
+from reconciler.core import reads, rollout
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
@@ -55,14 +55,14 @@ def _operator_plan(
     selector: LabelSelector | None,
 ) -> int:
     """The resources in git applied to the live nodes' facts (kernel, OS, the driver they run)."""
-    live = [node.node for node in fleet.gpu_nodes(selector)]
+    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
     found = operator_files.wants(contract, live)
     moving = [
         w.node.name
         for w in found.wants
         if w.resource and rollout.running_branch(w.node.labels) != w.resource.version
     ]
-    pods = {name: fleet.pods_on(name) for name in moving}
+    pods = fleet.pods_on_nodes(moving)
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
     text = (
         show.moves_json(moves, found, images)

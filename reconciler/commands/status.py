@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from reconciler.adapters import declared_nodes, github, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
-from reconciler.core import audit, budget, rollout, tags, upgrade
+from reconciler.core import audit, budget, reads, rollout, tags, upgrade
 from reconciler.core import fleet_page as fleet_page_data
 from reconciler.core.operator import Want
 from reconciler.core.tags import Node
@@ -31,23 +32,26 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
-    live = sorted(fleet.gpu_nodes(source.selector), key=lambda node: node.name)
+    live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
     budgets = fleet.budgets() if live else []
     wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
+    # One pod list for every node a budget may hold, not a request per node.
+    held = [node.name for node in live if _drain_ahead(node, desired.get(node.name))]
+    pods = fleet.pods_on_nodes(held)
     return [
-        _row(fleet, node, desired.get(node.name), wants[node.name], in_matrix=in_matrix, budgets=budgets)
+        _row(node, desired.get(node.name), wants[node.name], in_matrix=in_matrix, budgets=budgets, pods=pods)
         for node in live
     ]
 
 
 def _row(
-    fleet: Fleet,
     live: LiveNode,
     desired: Node | None,
     want: Want,
     *,
     in_matrix: frozenset[str],
     budgets: list[budget.Budget],
+    pods: Mapping[str, list[budget.Pod]],
 ) -> show.Row:
     running = upgrade.driver(live.node.labels)
     wanted = upgrade.driver(desired.labels) if desired else None
@@ -60,11 +64,13 @@ def _row(
         in_matrix=tag in in_matrix if tag else False,
         state=live.node.labels.get(tags.UPGRADE_STATE),
         schedulable=not live.unschedulable,
-        blocker=_blocker(fleet, live, desired, budgets),
+        blocker=_blocker(live, desired, budgets, pods),
     )
 
 
-def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[budget.Budget]) -> str | None:
+def _blocker(
+    live: LiveNode, desired: Node | None, budgets: list[budget.Budget], pods: Mapping[str, list[budget.Pod]]
+) -> str | None:
     """What holds the node: a recorded failure, a state lab mode does not drive, the operator's skip
     label, or a budget that refuses its drain now."""
     if failure := live.annotations.get(FAILURE):
@@ -75,24 +81,37 @@ def _blocker(fleet: Fleet, live: LiveNode, desired: Node | None, budgets: list[b
     if upgrade.skipped(live.node.labels) and state in (None, State.DONE, State.REQUIRED):
         pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
         return f"{upgrade.SKIP_LABEL}=true: skipped" if pending or state is State.REQUIRED else None
+    if not _drain_ahead(live, desired):
+        return None
+    found = budget.blockers(pods.get(live.name, []), budgets)
+    return "; ".join(b.message for b in found) or None
+
+
+def _drain_ahead(live: LiveNode, desired: Node | None) -> bool:
+    """A drain is due or under way on the node, and no failure is recorded: a budget may hold it."""
+    if live.annotations.get(FAILURE) or upgrade.state_gate(live) is not None:
+        return False
+    state = upgrade.state_of(live.node.labels)
+    if upgrade.skipped(live.node.labels) and state in (None, State.DONE, State.REQUIRED):
+        return False
     pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
     if not pending and state in (None, State.DONE, State.FAILED):
-        return None
-    if state not in (None, *upgrade.BEFORE_CORDON, State.WAIT_FOR_JOBS, State.POD_DELETION, State.DRAIN):
-        return None
-    found = budget.blockers(fleet.pods_on(live.name), budgets)
-    return "; ".join(b.message for b in found) or None
+        return False
+    return state in (None, *upgrade.BEFORE_CORDON, State.WAIT_FOR_JOBS, State.POD_DELETION, State.DRAIN)
 
 
 def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     parsed = valid_matrix(matrix_path)
     contract = source.contract()
-    nodes = sorted(_report_nodes(source), key=lambda node: node.name)
-    found = operator.wants(contract, [n.node for n in nodes])
     if output is Output.HTML:
+        live = sorted(_report_nodes(source), key=lambda node: node.name)
+        found = operator.wants(contract, [n.node for n in live])
         return fleet_page.run(
-            matrix_path, parsed, found, nodes=nodes, reasons=_holds(source, nodes), source=source
+            matrix_path, parsed, found, nodes=live, reasons=_holds(source, live), source=source
         )
+    # Text and JSON need the labels alone: one list, each node keeping what the contract reads.
+    nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
+    found = operator.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
     per_node = {
@@ -117,4 +136,5 @@ def _holds(source: NodeSource, nodes: list[LiveNode]) -> dict[str, str]:
         return fleet_page_data.reasons_by_node({node.name: node.annotations for node in nodes})
     fleet = Fleet(source.live.gateway)
     budgets = fleet.budgets() if nodes else []
-    return {node.name: held for node in nodes if (held := _blocker(fleet, node, None, budgets))}
+    pods = fleet.pods_on_nodes([node.name for node in nodes if _drain_ahead(node, None)])
+    return {node.name: held for node in nodes if (held := _blocker(node, None, budgets, pods))}

@@ -9,7 +9,7 @@ from pathlib import Path
 from reconciler.adapters import git, kube, manifests, schemas
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import valid_matrix
-from reconciler.core import budget, matrix, upgrade
+from reconciler.core import budget, matrix, reads, upgrade
 from reconciler.core.diff import Budget as DeclaredBudget
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import Node
@@ -71,15 +71,13 @@ class Live:
 
 
 def read_live(fleet: Fleet, desired: Desired) -> Live:
-    nodes = {node.name: node for node in fleet.gpu_nodes()}
-    for declared in desired.nodes:
-        if (
-            declared.name not in nodes
-            and upgrade.driver(declared.labels)
-            and (found := fleet.node(declared.name))
-        ):
-            nodes[declared.name] = found[0]
-    pods = {d.name: fleet.pods_on(d.name) for d in desired.nodes if _may_upgrade(d, nodes.get(d.name))}
+    """The GPU nodes, the declared nodes that are not (yet) GPU nodes, the pods on every node to
+    upgrade and the budgets: a constant number of requests whatever the fleet's size."""
+    nodes = {node.name: node for node in fleet.gpu_nodes(labels=reads.FLEET)}
+    elsewhere = {d.name for d in desired.nodes if d.name not in nodes and upgrade.driver(d.labels)}
+    if elsewhere:  # declared with a driver, not labelled a GPU node live: read every node once
+        nodes.update((n.name, n) for n in fleet.live_nodes("", reads.FLEET) if n.name in elsewhere)
+    pods = fleet.pods_on_nodes([d.name for d in desired.nodes if _may_upgrade(d, nodes.get(d.name))])
     return Live(nodes, pods, fleet.budgets())
 
 

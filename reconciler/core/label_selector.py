@@ -38,6 +38,10 @@ class LabelSelector:
     def text(self) -> str:
         return ",".join(_spelled(requirement) for requirement in self.requirements)
 
+    def keys(self) -> frozenset[str]:
+        """The label keys the selector reads (a live read keeps them: core.reads)."""
+        return frozenset(requirement.key for requirement in self.requirements)
+
 
 def _spelled(requirement: Requirement) -> str:
     key, operator, values = requirement.key, requirement.operator, requirement.values

@@ -7,13 +7,15 @@ author sees them all at once.
 from __future__ import annotations
 
 import csv
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
-
-import jsonschema
+from typing import TYPE_CHECKING, Any
 
 from reconciler.core.tags import ImageKey, invalid_tag_reason, valid_tag
+
+if TYPE_CHECKING:
+    import jsonschema
 
 HEADER = "driver_branch,kernel,os_tag"
 FIELDS = tuple(HEADER.split(","))
@@ -55,12 +57,12 @@ def parse(text: str, row_schema: Mapping[str, Any]) -> Matrix:
     header_line, header = lines[0]
     if header != HEADER:
         return Matrix((), (Problem(header_line, _header_complaint(header)),))
-    validator = jsonschema.Draft202012Validator(row_schema)
+    problems_of = _checker(row_schema)
     rows: list[Row] = []
     problems: list[Problem] = []
     first_seen: dict[ImageKey, int] = {}
     for number, line in lines[1:]:
-        key, complaints = _read_row(line, validator)
+        key, complaints = _read_row(line, problems_of)
         problems.extend(Problem(number, message) for message in complaints)
         if key is None:
             continue
@@ -76,7 +78,61 @@ def parse(text: str, row_schema: Mapping[str, Any]) -> Matrix:
 
 def row_problems(key: ImageKey, row_schema: Mapping[str, Any]) -> list[str]:
     """Why this row may not enter the matrix; empty when it may."""
-    return _key_problems(key, jsonschema.Draft202012Validator(row_schema))
+    return _checker(row_schema)(key)
+
+
+# Schema keywords the quick check below implements exactly as jsonschema does.
+_PLAIN_ROW = {
+    "$schema",
+    "$id",
+    "title",
+    "description",
+    "type",
+    "additionalProperties",
+    "required",
+    "properties",
+}
+_PLAIN_FIELD = {"type", "pattern", "description"}
+
+
+def _checker(row_schema: Mapping[str, Any]) -> Callable[[ImageKey], list[str]]:
+    """The problems of a row. A row that passes the schema's own patterns has none, and no
+    jsonschema is needed to say so (importing it costs a live audit more than a 1,000-row matrix);
+    it builds the complaint for a row that fails, and checks any schema with other keywords."""
+    validator: jsonschema.Draft202012Validator | None = None
+
+    def thorough(key: ImageKey) -> list[str]:
+        nonlocal validator
+        if validator is None:
+            import jsonschema
+
+            validator = jsonschema.Draft202012Validator(row_schema)
+        return _key_problems(key, validator)
+
+    properties = row_schema.get("properties") or {}
+    plain = (
+        set(row_schema) <= _PLAIN_ROW
+        and row_schema.get("type") == "object"
+        and row_schema.get("additionalProperties") is False
+        and set(row_schema.get("required") or ()) == set(FIELDS) == set(properties)
+        and all(set(rule) <= _PLAIN_FIELD and rule.get("type") == "string" for rule in properties.values())
+    )
+    if not plain:
+        return thorough
+    # jsonschema's `pattern` is re.search with the pattern as written (a value is always a string here).
+    patterns = [
+        re.compile(properties[name]["pattern"]) if "pattern" in properties[name] else None for name in FIELDS
+    ]
+
+    def quick(key: ImageKey) -> list[str]:
+        values = (key.driver_branch, key.kernel, key.os_tag)
+        if all(p is None or p.search(v) for p, v in zip(patterns, values, strict=True)) and valid_tag(
+            key.tag
+        ):
+            return []
+        return thorough(key)
+
+    return quick
 
 
 def key_from_tag(tag: str) -> ImageKey:
@@ -108,7 +164,7 @@ def _header_complaint(found: str) -> str:
     return f"the header must be exactly {HEADER}, found {found!r}"
 
 
-def _read_row(line: str, validator: jsonschema.Draft202012Validator) -> tuple[ImageKey | None, list[str]]:
+def _read_row(line: str, problems_of: Callable[[ImageKey], list[str]]) -> tuple[ImageKey | None, list[str]]:
     try:
         cells = next(csv.reader([line], strict=True))
     except csv.Error as exc:
@@ -116,7 +172,7 @@ def _read_row(line: str, validator: jsonschema.Draft202012Validator) -> tuple[Im
     if len(cells) != len(FIELDS):
         return None, [f"expected {len(FIELDS)} fields ({HEADER}), found {len(cells)}"]
     key = ImageKey(*cells)
-    complaints = _key_problems(key, validator)
+    complaints = problems_of(key)
     return (None if complaints else key), complaints
 
 

@@ -9,13 +9,16 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
-import jsonschema
-from jsonschema.exceptions import ValidationError
+if TYPE_CHECKING:  # jsonschema is imported when a manifest is checked: live commands never pay for it
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+
+    Checker = Validator
 
 Path = tuple[str | int, ...]
-Checker = jsonschema.protocols.Validator
 # The value at a path as the file writes it (see adapters/positions.written), or None if unknown.
 Written = Callable[[Path], str | None]
 LABELS: Path = ("metadata", "labels")
@@ -28,7 +31,7 @@ class Violation:
 
 
 def validator(schema: Mapping[str, Any]) -> Checker:
-    checker: Checker = _Strict(schema)
+    checker: Checker = _strict()(schema)
     return checker
 
 
@@ -54,6 +57,8 @@ def _pattern(
 ) -> Iterator[ValidationError]:
     # JSON Schema patterns are ECMA-262: '$' is the end of the input. Python's '$' also matches
     # before a final newline, which would let "550\n" pass as digits only.
+    from jsonschema.exceptions import ValidationError
+
     if checker.is_type(instance, "string") and re.search(_end_anchored(pattern), instance) is None:
         yield ValidationError(f"{instance!r} does not match {pattern!r}")
 
@@ -62,9 +67,14 @@ def _end_anchored(pattern: str) -> str:
     return pattern[:-1] + r"\Z" if pattern.endswith("$") and not pattern.endswith(r"\$") else pattern
 
 
-_Strict = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    jsonschema.Draft202012Validator, {"pattern": _pattern}
-)
+@cache
+def _strict() -> Any:
+    """Draft 2020-12 with ECMA-262's '$' in patterns."""
+    import jsonschema
+
+    return jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        jsonschema.Draft202012Validator, {"pattern": _pattern}
+    )
 
 
 def _path(error: ValidationError) -> Path:

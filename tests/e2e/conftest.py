@@ -15,12 +15,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
 from tests.conftest import REPO, run_gpudrv
 
 CLUSTER = REPO / "scripts" / "cluster"
+# The tier's cluster writes an audit log: tests/e2e/test_request_counts.py counts gpudrv's requests there.
+CLUSTER_ENV = {"GPUDRV_CLUSTER_AUDIT": "1"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -30,7 +33,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _cluster(verb: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(CLUSTER), verb], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [str(CLUSTER), verb], capture_output=True, text=True, check=False, env={**os.environ, **CLUSTER_ENV}
+    )
     if check and result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
         pytest.fail(f"scripts/cluster {verb} failed (exit {result.returncode}):\n{tail}", pytrace=False)
@@ -39,6 +44,26 @@ def _cluster(verb: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 def _last_line(result: subprocess.CompletedProcess[str]) -> str:
     return result.stdout.strip().splitlines()[-1]
+
+
+@dataclass(frozen=True)
+class Request:
+    """One request as the API server logged it: verb (list, get, ...), path, sorted query, status."""
+
+    verb: str
+    path: str
+    query: tuple[tuple[str, str], ...]
+    status: int
+
+    @classmethod
+    def of(cls, event: dict[str, Any]) -> Request:
+        url = urlsplit(event["requestURI"])
+        query = tuple(sorted(parse_qsl(url.query, keep_blank_values=True)))
+        return cls(event["verb"], url.path, query, int((event.get("responseStatus") or {}).get("code", 0)))
+
+    def __str__(self) -> str:
+        query = "&".join(f"{key}={value}" for key, value in self.query)
+        return f"{self.verb} {self.path}{'?' + query if query else ''}"
 
 
 @dataclass
@@ -76,6 +101,34 @@ class Kube:
 
     def gpudrv(self, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
         return run_gpudrv(*args, cwd=cwd, env=self.env)
+
+    @property
+    def audit_log(self) -> Path:
+        return self.kubeconfig.parent / "audit.log"
+
+    def requests_of(self, action: Callable[[], object], agent: str = "gpudrv/") -> list[Request]:
+        """The API requests that `action` made, from the API server's audit log: those whose user
+        agent starts with `agent`, in order. A request of the test's own (a sentinel) marks the end:
+        once it is logged, every request made before it is too."""
+        start = self.audit_log.stat().st_size
+        action()
+        sentinel = f"/version?gpudrv-e2e-sentinel={uuid.uuid4().hex}"
+        self.run("get", "--raw", sentinel)
+        lines: list[str] = []
+        deadline = time.monotonic() + 30
+        while not any(sentinel in line for line in lines):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the audit log {self.audit_log} never logged {sentinel}")
+            time.sleep(0.1)
+            with self.audit_log.open("rb") as log:
+                log.seek(start)
+                lines = log.read().decode().splitlines()
+        events = [json.loads(line) for line in lines]
+        return [
+            Request.of(event)
+            for event in events
+            if event.get("stage") == "ResponseComplete" and str(event.get("userAgent", "")).startswith(agent)
+        ]
 
     def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
