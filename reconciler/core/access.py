@@ -81,6 +81,16 @@ APPLY_NEEDS = (
     Access("patch", "poddisruptionbudgets", "policy", why="apply: server-side apply of budgets in git"),
     # A server-side apply that creates the object is authorized as a create.
     Access("create", "poddisruptionbudgets", "policy", why="apply: a budget declared in git, absent live"),
+    # Never two controllers on one label: lab mode first looks for the GPU Operator.
+    Access("list", "deployments", "apps", why="apply: is the GPU Operator's Deployment there"),
+    Access("list", "daemonsets", "apps", why="apply: are the GPU Operator's driver DaemonSets there"),
+    # On an operator fleet (reconciler/commands/rollout.py): the driver resources from git, the
+    # operator's upgrade events on nodes for the stalls it explains.
+    Access("patch", "clusterpolicies", "nvidia.com", why="apply: server-side apply of the ClusterPolicy"),
+    Access("create", "clusterpolicies", "nvidia.com", why="apply: a ClusterPolicy in git, absent live"),
+    Access("patch", "nvidiadrivers", "nvidia.com", why="apply: server-side apply of NVIDIADrivers"),
+    Access("create", "nvidiadrivers", "nvidia.com", why="apply: an NVIDIADriver in git, absent live"),
+    Access("list", "events", why="apply: the operator's GPUDriverUpgrade events, why a node failed"),
 )
 
 # Never needed in any mode: reading these would only widen what a compromised pod could reach.
