@@ -404,5 +404,6 @@ class Tracker:
             text = stall(node, Context(context.rules, context.budgets, context.tags, context.matrix, waited))
             if self.said.get(node.name) != text:
                 self.said[node.name] = text
-                lines.append(f"{node.name}: {node.state or '(no state)'} for {show(waited)}: {text}")
+                how_long = f" for {show(waited)}" if waited >= 1 else ""
+                lines.append(f"{node.name}: {node.state or '(no state)'}{how_long}: {text}")
         return lines

@@ -244,6 +244,12 @@ def test_the_tracker_says_each_transition_and_each_stall_once() -> None:
     said = tracker.stalls(stuck, context(), 20.0, after=15.0)
     assert said == ["a: cordon-required for 18s: waiting for the operator (cordon-required)"]
     assert tracker.stalls(stuck, context(), 30.0, after=15.0) == []
+    fresh = supervise.Tracker()
+    fresh.observe("b", "upgrade-failed", 0.0)
+    failed = [node("b", "upgrade-failed")]
+    assert fresh.stalls(failed, context(), 0.2, after=0.0) == [
+        "b: upgrade-failed: upgrade failed: the operator gave no reason in an event"
+    ]
 
 
 def test_watch_events_and_reads_share_one_history() -> None:
