@@ -24,6 +24,7 @@ FLEET = frozenset(
         tags.OS_ID,
         tags.OS_VERSION_ID,
         tags.UPGRADE_STATE,
+        upgrade.SKIP_LABEL,  # the operator's skip label: lab mode leaves such a node alone
         operator.OS_VERSION_MAJOR,
         "nvidia.com/cuda.driver-version.full",
         *(key for keys in operator.DRIVER_LABELS for key in keys),
