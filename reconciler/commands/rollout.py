@@ -14,7 +14,6 @@ import queue
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from reconciler.adapters import kube, operator_fleet
 from reconciler.adapters import operator as operator_files
@@ -23,7 +22,7 @@ from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
-from reconciler.core import audit, supervise
+from reconciler.core import audit, budget, supervise
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind
 from reconciler.core.supervise import HELD, NodeFacts, Stages, Step
@@ -75,7 +74,7 @@ def run(settings: Settings, options: kube.Options) -> int:
         if not settings.dry_run:
             _apply_resources(fleet, declared)
         return rollout.final_audit()
-    refusals = rollout.preflight(step.in_flight, facts)
+    refusals = rollout.preflight(step.in_flight)
     if refusals:
         for line in refusals:
             print(f"budget: {line}")
@@ -165,7 +164,7 @@ class Rollout:
             settings,
         )
         self.tracker = supervise.Tracker()
-        self.budgets: list[Any] = []
+        self.budgets: list[budget.Budget] = []
 
     def read(self) -> list[NodeFacts]:
         """One consistent look at every GPU node the desired resources select."""
@@ -182,6 +181,7 @@ class Rollout:
             if supervise.state_of(want.node.labels) not in ("", State.DONE)
         ]
         events = operator_fleet.upgrade_events(gateway) if busy else {}
+        pods = self.fleet.pods_on_nodes(busy)  # one pod list for them all, not a request per node
         facts = []
         for want in selected:
             name = want.node.name
@@ -197,17 +197,17 @@ class Rollout:
                     driver=drivers.get(name),
                     validator=validator[0] if validator else None,
                     validator_ready=validator[1] if validator else False,
-                    pods=tuple(self.fleet.pods_on(name)) if name in busy else (),
+                    pods=tuple(pods.get(name, ())),
                     events=tuple(events.get(name, ())),
                 )
             )
         return facts
 
-    def preflight(self, names: tuple[str, ...], facts: list[NodeFacts]) -> list[str]:
+    def preflight(self, names: tuple[str, ...]) -> list[str]:
         """The budgets that would refuse the evictions of these nodes' pods, all together, now."""
         if not names:
             return []
-        pods = [pod for name in names for pod in self.fleet.pods_on(name)]
+        pods = [pod for found in self.fleet.pods_on_nodes(names).values() for pod in found]
         evicted = supervise.evicted(pods, self.rules)
         if not evicted:
             return []
@@ -261,7 +261,7 @@ class Rollout:
                 )
                 return FINDINGS
             if step.release:
-                refusals = self.preflight(step.release, facts)
+                refusals = self.preflight(step.release)
                 if not refusals:
                     self.release(step.release)
                     started, refused_said = time.monotonic(), []

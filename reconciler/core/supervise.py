@@ -295,9 +295,7 @@ def _jobs_stall(node: NodeFacts, context: Context) -> str:
 
 def _eviction_stall(node: NodeFacts, context: Context) -> str:
     state = node.state
-    pods = (
-        evicted(node.pods, context.rules) if state == OperatorState.DRAIN else [p for p in node.pods if p.gpu]
-    )
+    pods = evicted(node.pods, context.rules) if state == OperatorState.DRAIN else evicted(node.pods, Policy())
     step = "drain" if state == OperatorState.DRAIN else "GPU pod deletion"
     refusals = budget_refusals(pods, context.budgets)
     if refusals:
