@@ -54,19 +54,6 @@ REGISTRY = "registry.gpudrv.invalid/nvidia"
 OS_TAG = "ubuntu22.04"
 FIRST_VERSION = "550.90.07"
 
-# k8s-operator-libs pkg/upgrade/consts.go, in the order a node goes through them.
-UPGRADE_STATES = (
-    "upgrade-required",
-    "cordon-required",
-    "wait-for-jobs-required",
-    "pod-deletion-required",
-    "drain-required",
-    "pod-restart-required",
-    "validation-required",
-    "uncordon-required",
-    "upgrade-done",
-)
-
 # What NFD puts on a GPU node that the operator reads (controllers/state_manager.go): an NVIDIA PCI
 # device (gpuNodeLabels), the full kernel version and the OS release (kernelFullVersion; the driver
 # image tag is <version>-<ID><VERSION_ID>); add_nodes adds them to the lab's GPU_LABELS, whose

@@ -11,6 +11,7 @@ import pytest
 
 from reconciler.adapters.actions_guard import Guard
 from reconciler.core import fleet_page as data
+from reconciler.core import upgrade
 from reconciler.core.fleet_page import NO_STATE, Change, NodeState, Phase
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.core.operator import Want
@@ -120,20 +121,7 @@ def test_progress_counts_every_state_in_order_and_unknown_values_last() -> None:
     assert states.total == 5
     labels = [row.label for row in states.counts]
     assert labels[0] == NO_STATE
-    assert labels[1:13] == [
-        "upgrade-required",
-        "cordon-required",
-        "wait-for-jobs-required",
-        "pod-deletion-required",
-        "drain-required",
-        "node-maintenance-required",
-        "post-maintenance-required",
-        "pod-restart-required",
-        "validation-required",
-        "uncordon-required",
-        "upgrade-done",
-        "upgrade-failed",
-    ]
+    assert labels[1:13] == [str(state) for state in upgrade.ALL_STATES]  # pinned in test_upgrade.py
     assert labels[13:] == ["zz-custom"]
     counts = {row.label: (row.count, row.phase) for row in states.counts}
     assert counts[NO_STATE] == (1, Phase.NOT_STARTED)
