@@ -400,8 +400,21 @@ def _add_upgrade_commands(
         help="nodes released per batch after the canary (default: all the rest; the operator's "
         "maxParallelUpgrades and maxUnavailable still pace them)",
     )
-    staged.add_argument(
+    engine = staged.add_mutually_exclusive_group()
+    engine.add_argument(
         "--release", action="store_true", help="remove every skip label gpudrv set, and stop staging"
+    )
+    engine.add_argument(
+        "--hold",
+        action="store_true",
+        help="a GitOps engine or Helm applies the driver resources: gate and hold the moving nodes "
+        "but the canary, then stop (run before the engine's sync, e.g. an Argo CD PreSync hook)",
+    )
+    engine.add_argument(
+        "--await-sync",
+        action="store_true",
+        help="never apply the driver resources: hold, wait until the engine has applied them, then "
+        "canary and batches (run after --hold, e.g. an Argo CD PostSync hook)",
     )
     apply_cmd.set_defaults(handler=_apply)
 
@@ -581,8 +594,17 @@ def _apply(args: argparse.Namespace) -> int:
             selector=args.selector,
             operator_version=args.operator_version,
             release=args.release,
+            hold_only=args.hold,
+            await_sync=args.await_sync,
         )
         return rollout.run(staged, _options(args))
+    if args.hold or args.await_sync:
+        flag = "--hold" if args.hold else "--await-sync"
+        raise GpudrvError(
+            f"{flag} stages a GPU Operator rollout around a GitOps engine's sync, but "
+            f"{args_.desired(args)} declares no ClusterPolicy or NVIDIADriver (lab mode applies nothing "
+            "a GitOps engine owns)"
+        )
     settings = apply.Settings(
         from_dir=args_.desired(args),
         matrix=args.matrix,

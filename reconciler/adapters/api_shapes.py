@@ -50,7 +50,7 @@ _METADATA = _object(
         "resourceVersion": _STRING,
         "generation": _INTEGER,
         "deletionTimestamp": _STRING,
-        "ownerReferences": _list_of(_object({"kind": _STRING, "controller": _BOOLEAN})),
+        "ownerReferences": _list_of(_object({"kind": _STRING, "name": _STRING, "controller": _BOOLEAN})),
         "continue": _STRING,
     },
     required=["name"],

@@ -10,15 +10,27 @@ from reconciler.adapters import api_shapes, kube
 from reconciler.adapters.fleet import APPLY_PATCH, FIELD_MANAGER
 from reconciler.core import operator
 from reconciler.core.budget import Pod
-from reconciler.core.executor import DRIVER_APP
-from reconciler.core.operator import DriverResource
+from reconciler.core.operator import DriverResource, Kind, Mode
 from reconciler.core.supervise import EVENT_REASON, VALIDATOR_APP, DriverPod
+from reconciler.errors import GpudrvError
+
+# The driver pods the operator's upgrade controller manages (controllers/upgrade_controller.go:127-138):
+# app=nvidia-driver-daemonset for a ClusterPolicy's DaemonSet, app.kubernetes.io/component=nvidia-driver
+# for the DaemonSets of NVIDIADrivers (one per NVIDIADriver and pool, internal/state/driver.go).
+CLUSTER_POLICY_DRIVERS = "app=nvidia-driver-daemonset"
+NVIDIADRIVER_DRIVERS = "app.kubernetes.io/component=nvidia-driver"
 
 
-def driver_pods(gateway: kube.Gateway) -> dict[str, DriverPod]:
-    """The operator's driver pod on each node (by spec.nodeName); the newest when a node has two."""
+def driver_selector(mode: Mode) -> str:
+    return NVIDIADRIVER_DRIVERS if mode is Mode.NVIDIA_DRIVER else CLUSTER_POLICY_DRIVERS
+
+
+def driver_pods(gateway: kube.Gateway, mode: Mode = Mode.CLUSTER_POLICY) -> dict[str, DriverPod]:
+    """The operator's driver pod on each node (by spec.nodeName); the newest when a node has two. With
+    NVIDIADrivers, each pod names the NVIDIADriver that owns its DaemonSet."""
+    owners = driver_daemonsets(gateway) if mode is Mode.NVIDIA_DRIVER else {}
     found: dict[str, tuple[str, DriverPod]] = {}
-    for item in _pods(gateway, f"app={DRIVER_APP}"):
+    for item in _pods(gateway, driver_selector(mode)):
         node = str((item.get("spec") or {}).get("nodeName") or "")
         if not node:
             continue
@@ -26,11 +38,38 @@ def driver_pods(gateway: kube.Gateway) -> dict[str, DriverPod]:
         created = str(metadata.get("creationTimestamp") or "")
         if node in found and found[node][0] >= created:
             continue
-        found[node] = (created, _driver_pod(item))
+        daemonset = _controller(metadata, "DaemonSet")
+        owner = owners.get((str(metadata.get("namespace") or ""), daemonset), "")
+        found[node] = (created, _driver_pod(item, owner))
     return {node: pod for node, (_, pod) in found.items()}
 
 
-def _driver_pod(item: Mapping[str, Any]) -> DriverPod:
+def driver_daemonsets(gateway: kube.Gateway) -> dict[tuple[str, str], str]:
+    """(namespace, DaemonSet) -> the NVIDIADriver that controls it (its controller reference, set by
+    internal/state/driver.go's SetControllerReference)."""
+    query = {"labelSelector": NVIDIADRIVER_DRIVERS, "limit": str(kube.PAGE_SIZE)}
+    items = gateway.pages(
+        lambda token: gateway.request("GET", "/apis/apps/v1/daemonsets", {**query, "continue": token}),
+        api_shapes.CUSTOM,
+    )
+    found = {}
+    for item in items:
+        metadata = item.get("metadata") or {}
+        owner = _controller(metadata, str(Kind.NVIDIA_DRIVER))
+        if owner:
+            found[(str(metadata.get("namespace") or ""), str(metadata.get("name") or ""))] = owner
+    return found
+
+
+def _controller(metadata: Mapping[str, Any], kind: str) -> str:
+    """The name of the object's controller of `kind` ("" when it has none)."""
+    for ref in metadata.get("ownerReferences") or []:
+        if ref.get("kind") == kind and ref.get("controller") is True:
+            return str(ref.get("name") or "")
+    return ""
+
+
+def _driver_pod(item: Mapping[str, Any], owner: str = "") -> DriverPod:
     metadata = item.get("metadata") or {}
     spec = item.get("spec") or {}
     status = item.get("status") or {}
@@ -52,6 +91,7 @@ def _driver_pod(item: Mapping[str, Any]) -> DriverPod:
         ready=not terminating and _ready(item),
         waiting=str(waiting.get("reason") or ""),
         message=str(waiting.get("message") or ""),
+        owner=owner,
     )
 
 
@@ -100,27 +140,32 @@ def upgrade_events(gateway: kube.Gateway) -> dict[str, list[str]]:
     return {node: [message for *_, message in sorted(events)] for node, events in found.items()}
 
 
+def live_document(gateway: kube.Gateway, kind: Kind, name: str) -> dict[str, Any] | None:
+    """The driver resource as the cluster has it, managedFields included; None when it is absent
+    (or its CRD is not installed)."""
+    path = f"/apis/{operator.API_VERSIONS[kind]}/{operator.PLURALS[kind]}/{kube.segment(name)}"
+    document: dict[str, Any] | None = gateway.read(
+        lambda: gateway.request("GET", path), missing_ok=True, shape=api_shapes.CUSTOM
+    )
+    return document
+
+
 def apply_resource(gateway: kube.Gateway, item: DriverResource) -> None:
-    """Server-side apply of the driver resource as declared in git: field manager gpudrv, conflicts
-    forced (git is the source of truth, as for the budgets)."""
-    group, version = operator.API_VERSIONS[item.kind].split("/")
+    """Server-side apply of the driver resource as declared in git, field manager gpudrv, never
+    forced: a field another manager owns is refused by the API server (409), not taken."""
     body = {
         "apiVersion": operator.API_VERSIONS[item.kind],
         "kind": str(item.kind),
         "metadata": {"name": item.name},
         "spec": dict(item.spec),
     }
-    custom = gateway.custom()
-    gateway.write(
-        lambda: custom.patch_cluster_custom_object_with_http_info(
-            group,
-            version,
-            operator.PLURALS[item.kind],
-            item.name,
-            body,
-            field_manager=FIELD_MANAGER,
-            force=True,
-            _content_type=APPLY_PATCH,
-            **kube.raw(),
-        )
-    )
+    path = f"/apis/{operator.API_VERSIONS[item.kind]}/{operator.PLURALS[item.kind]}/{kube.segment(item.name)}"
+    query = {"fieldManager": FIELD_MANAGER}
+    try:
+        gateway.write(lambda: gateway.request("PATCH", path, query, body=body, content_type=APPLY_PATCH))
+    except kube.Conflict as exc:
+        raise GpudrvError(
+            f"{item.ref}: the API server refused gpudrv's server-side apply ({exc.explanation()}); another "
+            "field manager owns what gpudrv would change: change it there, or stage the rollout around "
+            "that manager's sync (gpudrv apply --hold before it, --await-sync after it)"
+        ) from None

@@ -20,11 +20,11 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters import watch as node_watch
 from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
-from reconciler.commands import FINDINGS, OK
+from reconciler.commands import FINDINGS, OK, driver_resources
 from reconciler.commands import upgrades as up
 from reconciler.core import audit, budget, supervise
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract, DriverResource, Kind
+from reconciler.core.operator import Contract, DriverResource, Kind, Mode
 from reconciler.core.supervise import HELD, NodeFacts, Stages, Step
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import SKIP_LABEL as SKIP
@@ -47,6 +47,13 @@ class Settings:
     selector: LabelSelector | None = None
     operator_version: str | None = None
     release: bool = False
+    hold_only: bool = False  # --hold: gates and holds, then leave the resources to their GitOps engine
+    await_sync: bool = False  # --await-sync: never apply; wait for the engine to, then stage the rollout
+
+    @property
+    def applies(self) -> bool:
+        """Does gpudrv write the driver resources itself (not when a GitOps engine does)?"""
+        return not (self.hold_only or self.await_sync)
 
 
 def wanted(from_dir: Path) -> bool:
@@ -63,16 +70,21 @@ def run(settings: Settings, options: kube.Options) -> int:
     version = settings.operator_version or operator_files.live_operator_version(fleet.gateway)
     contract = operator_files.offline_contract(settings.from_dir, version)
     rules = _policy(fleet, contract)
-    rollout = Rollout(fleet, contract, images, rules, settings)
+    rollout = Rollout(fleet, contract, images, rules, settings, declared=declared)
     facts = rollout.read()
+    for node in supervise.user_skipped(facts):
+        print(supervise.skipped_line(node.name), flush=True)
     if not _gate(facts, images):
         print("nothing was changed")
         return FINDINGS
+    found = driver_resources.changes(fleet.gateway, declared)
+    if settings.applies:
+        driver_resources.refuse_owned(found)  # before any node is touched
     step = supervise.first_step(facts, settings.stages)
     if step.finished:
         print(f"every node the driver resources select already runs its image ({len(facts)} node(s))")
-        if not settings.dry_run:
-            _apply_resources(fleet, declared)
+        if not settings.dry_run and settings.applies:
+            driver_resources.apply_needed(fleet.gateway, found, _say)
         return rollout.final_audit()
     refusals = rollout.preflight(step.in_flight)
     if refusals:
@@ -81,14 +93,38 @@ def run(settings: Settings, options: kube.Options) -> int:
         print("the canary's drain would be refused: nothing was changed")
         return FINDINGS
     if settings.dry_run:
-        _show_plan(step, facts, declared)
+        _show_plan(step, facts, found, settings)
         print("dry run: nothing was changed")
         return OK
-    fleet.gateway.patience = RECONNECT_SECONDS
-    fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
+    return _stage(rollout, step, found)
+
+
+def _stage(rollout: Rollout, step: Step, found: list[driver_resources.Change]) -> int:
+    """The changes, in order: the holds, the driver resources (applied, or awaited from the engine that
+    owns them), then the operator's upgrade watched to the end."""
+    settings, gateway = rollout.settings, rollout.fleet.gateway
+    gateway.patience = RECONNECT_SECONDS
+    gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     rollout.hold(step.hold)
-    _apply_resources(fleet, declared)
+    if settings.hold_only:
+        print(
+            "the driver resources are left to their GitOps engine: once it has applied them, "
+            "gpudrv apply --await-sync stages the rest of the rollout"
+        )
+        return OK
+    if not settings.await_sync:
+        driver_resources.apply_needed(gateway, found, _say)
+    elif not driver_resources.await_sync(gateway, rollout.declared, settings.timeout, _say):
+        print(
+            f"timed out after {settings.timeout:.0f}s waiting for the GitOps engine to apply the driver "
+            "resources; gpudrv's holds stay: run gpudrv apply --await-sync again to go on"
+        )
+        return FINDINGS
     return rollout.watch()
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
 
 
 def _policy(fleet: Fleet, contract: Contract) -> supervise.Policy:
@@ -123,15 +159,17 @@ def _gate(facts: list[NodeFacts], images: Images) -> bool:
     return ok
 
 
-def _apply_resources(fleet: Fleet, declared: list[DriverResource]) -> None:
-    for item in declared:
-        operator_fleet.apply_resource(fleet.gateway, item)
-        print(f"applied {item.ref} (server-side apply, field manager gpudrv)", flush=True)
-
-
-def _show_plan(step: Step, facts: list[NodeFacts], declared: list[DriverResource]) -> None:
-    for item in declared:
-        print(f"would apply {item.ref} (version {item.version or '-'})")
+def _show_plan(
+    step: Step, facts: list[NodeFacts], found: list[driver_resources.Change], settings: Settings
+) -> None:
+    for change in found:
+        version = change.item.version or "-"
+        if not change.needed:
+            print(f"{change.item.ref}: as declared, nothing to apply")
+        elif settings.applies:
+            print(f"would apply {change.item.ref} (version {version}: {change.what()})")
+        else:
+            print(f"would wait for the GitOps engine to apply {change.item.ref} (version {version})")
     by_name = {node.name: node for node in facts}
     for name in step.in_flight:
         print(f"canary: {name} -> {by_name[name].want_image}")
@@ -154,15 +192,17 @@ def _release_all(fleet: Fleet, settings: Settings) -> int:
 
 class Rollout:
     def __init__(
-        self, fleet: Fleet, contract: Contract, images: Images, rules: supervise.Policy, settings: Settings
+        self,
+        fleet: Fleet,
+        contract: Contract,
+        images: Images,
+        rules: supervise.Policy,
+        settings: Settings,
+        *,
+        declared: list[DriverResource],
     ) -> None:
-        self.fleet, self.contract, self.images, self.rules, self.settings = (
-            fleet,
-            contract,
-            images,
-            rules,
-            settings,
-        )
+        self.fleet, self.contract, self.images, self.rules = fleet, contract, images, rules
+        self.settings, self.declared = settings, declared
         self.tracker = supervise.Tracker()
         self.budgets: list[budget.Budget] = []
 
@@ -172,7 +212,7 @@ class Rollout:
         live = self.fleet.gpu_nodes(self.settings.selector)
         found = operator_files.wants(self.contract, [item.node for item in live])
         by_name = {item.node.name: item for item in live}
-        drivers = operator_fleet.driver_pods(gateway)
+        drivers = operator_fleet.driver_pods(gateway, self.contract.mode)
         validators = operator_fleet.validator_pods(gateway)
         selected = [want for want in found.wants if want.resource is not None]
         busy = [
@@ -194,6 +234,11 @@ class Rollout:
                     unschedulable=by_name[name].unschedulable,
                     want_image=want.image,
                     want_tag=want.tag,
+                    want_driver=(
+                        want.resource.name
+                        if want.resource is not None and self.contract.mode is Mode.NVIDIA_DRIVER
+                        else None
+                    ),
                     driver=drivers.get(name),
                     validator=validator[0] if validator else None,
                     validator_ready=validator[1] if validator else False,
@@ -286,7 +331,7 @@ class Rollout:
     def _found(self, facts: list[NodeFacts]) -> None:
         """Where the rollout finds the nodes: said for those an upgrade is under way on."""
         now = time.monotonic()
-        for node in facts:
+        for node in supervise.moving(facts):  # nodes that keep their driver are not the rollout's
             self.tracker.observe(node.name, node.state, now)
             if node.state not in ("", State.DONE, State.REQUIRED):
                 print(f"{node.name}: at {node.state}", flush=True)
@@ -314,7 +359,9 @@ class Rollout:
                         print(line, flush=True)
 
     def _say_stalls(self, facts: list[NodeFacts], now: float, after: float) -> None:
-        waiting = [node for node in facts if not node.done and not node.held]
+        waiting = [
+            node for node in facts if not node.done and not node.held and not node.skipped_by_someone_else
+        ]
         if not waiting:
             return
         if any(node.state in _EVICTING for node in waiting):

@@ -11,7 +11,7 @@ from reconciler.adapters import declared_nodes, github, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
-from reconciler.core import audit, budget, reads, rollout, tags, upgrade
+from reconciler.core import audit, budget, reads, rollout, supervise, tags, upgrade
 from reconciler.core import fleet_page as fleet_page_data
 from reconciler.core.operator import Want
 from reconciler.core.tags import Node
@@ -79,12 +79,22 @@ def _blocker(
         return refused.detail
     state = upgrade.state_of(live.node.labels)
     if upgrade.skipped(live.node.labels) and state in (None, State.DONE, State.REQUIRED):
-        pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
-        return f"{upgrade.SKIP_LABEL}=true: skipped" if pending or state is State.REQUIRED else None
+        return _skip_blocker(live, desired, state)
     if not _drain_ahead(live, desired):
         return None
     found = budget.blockers(pods.get(live.name, []), budgets)
     return "; ".join(b.message for b in found) or None
+
+
+def _skip_blocker(live: LiveNode, desired: Node | None, state: State | None) -> str | None:
+    """The skip label on a node with an upgrade ahead: gpudrv's hold (a staged operator rollout) or
+    someone else's."""
+    pending = desired is not None and upgrade.needs_upgrade(desired, live) is not None
+    if not (pending or state is State.REQUIRED):
+        return None
+    if held := live.annotations.get(supervise.HELD):
+        return f"held by gpudrv ({upgrade.SKIP_LABEL}=true, {held})"
+    return f"{upgrade.SKIP_LABEL}=true: skipped (not set by gpudrv)"
 
 
 def _drain_ahead(live: LiveNode, desired: Node | None) -> bool:

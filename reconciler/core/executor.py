@@ -39,7 +39,16 @@ from reconciler.core.upgrade import (
 
 LEASE_SECONDS = 60.0
 CONFLICT_RETRIES = 10  # a compare-and-swap lost this many times in a row gives up
-DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on its driver pods
+DRIVER_APP = "nvidia-driver-daemonset"  # the GPU Operator's label on a ClusterPolicy's driver pods
+# ... and on the driver pods of every DaemonSet an NVIDIADriver makes (and, in its newer releases, a
+# ClusterPolicy's too): manifests/state-driver/0500_daemonset.yaml, assets/state-driver/0500_daemonset.yaml
+DRIVER_COMPONENT = ("app.kubernetes.io/component", "nvidia-driver")
+
+
+def is_driver_pod(labels: Mapping[str, str]) -> bool:
+    return labels.get("app") == DRIVER_APP or labels.get(DRIVER_COMPONENT[0]) == DRIVER_COMPONENT[1]
+
+
 WAIT_SECONDS = 2.0  # between looks at a driver that is being installed
 
 
@@ -345,9 +354,7 @@ class NodeRun:
         self.progress.say(f"driver {self.plan.target.version} reported")
 
     def _install_pending(self) -> str | None:
-        unready = [
-            p.ref for p in self.fleet.pods_on(self.name) if p.labels.get("app") == DRIVER_APP and not p.ready
-        ]
+        unready = [p.ref for p in self.fleet.pods_on(self.name) if is_driver_pod(p.labels) and not p.ready]
         if unready:
             return f"driver pod {', '.join(unready)} not ready"
         return self._driver_mismatch(self._live())

@@ -36,7 +36,8 @@ def state_of(labels: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class DriverPod:
-    """The operator's driver pod on a node (app=nvidia-driver-daemonset)."""
+    """The operator's driver pod on a node: app=nvidia-driver-daemonset with a ClusterPolicy, one
+    DaemonSet per NVIDIADriver and pool (app.kubernetes.io/component=nvidia-driver) with the CRD."""
 
     namespace: str
     name: str
@@ -44,6 +45,7 @@ class DriverPod:
     ready: bool
     waiting: str = ""  # the first container's waiting reason (ImagePullBackOff, ...)
     message: str = ""
+    owner: str = ""  # the NVIDIADriver whose DaemonSet runs it ("" with a ClusterPolicy, or unknown)
 
     @property
     def ref(self) -> str:
@@ -107,6 +109,7 @@ class NodeFacts:
     validator_ready: bool = False
     pods: tuple[Pod, ...] = ()
     events: tuple[str, ...] = ()  # the operator's events on the node, newest last
+    want_driver: str | None = None  # the NVIDIADriver that governs it (None with a ClusterPolicy)
 
     @property
     def state(self) -> str:
@@ -127,11 +130,28 @@ class NodeFacts:
 
     @property
     def in_sync(self) -> bool:
-        return self.driver is not None and self.driver.image == self.want_image and self.driver.ready
+        """Its driver pod runs the desired image, Ready, from the desired NVIDIADriver's DaemonSet
+        (when the pod's owner is known: a pool another NVIDIADriver still runs has not moved yet)."""
+        pod = self.driver
+        if pod is None or pod.image != self.want_image or not pod.ready:
+            return False
+        return not (self.want_driver and pod.owner) or pod.owner == self.want_driver
 
     @property
     def done(self) -> bool:
         return self.state == OperatorState.DONE and self.in_sync
+
+
+def skipped_line(name: str) -> str:
+    """How a node the user holds is named, once per run (lab mode and plan say SKIPPED too)."""
+    return f"{name}: SKIPPED ({SKIP}=true, not set by gpudrv)"
+
+
+def user_skipped(nodes: Iterable[NodeFacts]) -> list[NodeFacts]:
+    """The nodes someone else holds with the skip label that the desired resources would move."""
+    return sorted(
+        (node for node in nodes if node.skipped_by_someone_else and not node.done), key=lambda n: n.name
+    )
 
 
 def moving(nodes: Iterable[NodeFacts]) -> list[NodeFacts]:

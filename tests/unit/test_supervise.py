@@ -258,3 +258,50 @@ def test_watch_events_and_reads_share_one_history() -> None:
     assert tracker.observe("a", "upgrade-required", 1.0) == "a: upgrade-done -> upgrade-required"
     assert tracker.transitions([node("a", "upgrade-required")], 2.0) == []  # the read saw it already
     assert tracker.observe("a", "", 3.0) == "a: upgrade-required -> (none)"
+
+
+# --- NVIDIADriver pools and user holds ----------------------------------------------------------------
+
+
+def pooled(name: str, image: str, owner: str, want_driver: str, state: str = "upgrade-done") -> NodeFacts:
+    return NodeFacts(
+        name=name,
+        labels={STATE: state},
+        annotations={},
+        unschedulable=False,
+        want_image=NEW,
+        want_tag=TAG,
+        driver=DriverPod("gpu-operator", f"driver-{name}", image, True, owner=owner),
+        want_driver=want_driver,
+    )
+
+
+def test_a_pool_whose_nvidiadriver_keeps_its_image_is_not_moving() -> None:
+    kept = pooled("b1", NEW, owner="pool-b", want_driver="pool-b")
+    moved = pooled("a1", OLD, owner="pool-a", want_driver="pool-a")
+    assert [n.name for n in supervise.moving([kept, moved])] == ["a1"]
+    step = supervise.first_step([kept, moved, pooled("a2", OLD, "pool-a", "pool-a")], Stages(1, 0))
+    assert (step.in_flight, step.hold) == (("a1",), ("a2",))
+
+
+def test_a_driver_pod_of_another_nvidiadriver_is_not_in_sync_even_with_the_same_image() -> None:
+    assert not pooled("n", NEW, owner="old-pool", want_driver="new-pool").in_sync
+    assert pooled("n", NEW, owner="", want_driver="new-pool").in_sync  # owner unknown: the image decides
+
+
+def test_a_node_someone_else_skips_is_named_once_and_never_moves_or_held() -> None:
+    theirs = node("c", "upgrade-required", OLD, skipped=True)
+    ours = node("b", "upgrade-required", OLD, held=True)
+    first = node("a", "", OLD)
+    assert [n.name for n in supervise.user_skipped([first, ours, theirs])] == ["c"]
+    assert (
+        supervise.skipped_line("c")
+        == "c: SKIPPED (nvidia.com/gpu-driver-upgrade.skip=true, not set by gpudrv)"
+    )
+    assert "c" not in {n.name for n in supervise.moving([first, ours, theirs])}
+    step = supervise.first_step([first, theirs], Stages(1, 0))
+    assert "c" not in step.hold + step.in_flight
+
+
+def test_a_skipped_node_that_already_runs_its_image_is_not_named() -> None:
+    assert supervise.user_skipped([node("c", "upgrade-done", NEW, skipped=True)]) == []
