@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import queue
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -112,15 +113,20 @@ def _stage(rollout: Rollout, step: Step, found: list[driver_resources.Change]) -
             "gpudrv apply --await-sync stages the rest of the rollout"
         )
         return OK
-    if not settings.await_sync:
-        driver_resources.apply_needed(gateway, found, _say)
-    elif not driver_resources.await_sync(gateway, rollout.declared, settings.timeout, _say):
+
+    def change() -> bool:
+        if not settings.await_sync:
+            driver_resources.apply_needed(gateway, found, _say)
+            return True
+        if driver_resources.await_sync(gateway, rollout.declared, settings.timeout, _say):
+            return True
         print(
             f"timed out after {settings.timeout:.0f}s waiting for the GitOps engine to apply the driver "
             "resources; gpudrv's holds stay: run gpudrv apply --await-sync again to go on"
         )
-        return FINDINGS
-    return rollout.watch()
+        return False
+
+    return rollout.watch(change)
 
 
 def _say(line: str) -> None:
@@ -270,8 +276,9 @@ class Rollout:
             self.fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
         print(f"released {len(names)} node(s) to the operator: {', '.join(names)}", flush=True)
 
-    def watch(self) -> int:
-        """Until every moving node is done, one failed, or a batch times out. The node watch alone
+    def watch(self, change: Callable[[], bool]) -> int:
+        """`change` (apply the driver resources, or wait for the engine that does), then until every
+        moving node is done, one failed, or a batch times out. The node watch starts first and alone
         reports transitions, in the order the API server made them (the operator can pass a state in
         less than a poll, and a read may be older than the last event); a read every POLL_SECONDS
         decides releases and stalls."""
@@ -279,6 +286,9 @@ class Rollout:
         selector = label_selector(f"{GPU_PRESENT}=true", self.settings.selector)
         watcher = node_watch.NodeWatch(self.fleet.gateway, events.put, selector=selector).start()
         try:
+            self._found(self.read())  # where the nodes are before anything changes
+            if not change():
+                return FINDINGS
             return self._follow(events)
         finally:
             watcher.stop()
@@ -289,7 +299,6 @@ class Rollout:
         started = time.monotonic()
         refused_said: list[str] = []
         facts = self.read()
-        self._found(facts)
         while True:
             self._drain(events)
             now = time.monotonic()

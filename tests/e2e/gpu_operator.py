@@ -47,6 +47,9 @@ POLICY = "gpu-cluster-policy"
 STATE_LABEL = "nvidia.com/gpu-driver-upgrade-state"
 SKIP_LABEL = "nvidia.com/gpu-driver-upgrade.skip"
 DRIVER_APP = "nvidia-driver-daemonset"
+# Every driver pod of the operator carries this label, a ClusterPolicy's (assets/state-driver/
+# 0500_daemonset.yaml:22-25) and an NVIDIADriver's (manifests/state-driver/0500_daemonset.yaml:52-56).
+DRIVER_COMPONENT = "app.kubernetes.io/component=nvidia-driver"
 VALIDATOR_APP = "nvidia-operator-validator"
 DRIVER_CONTAINER = "nvidia-driver-ctr"
 # kwok never pulls images: a registry that cannot resolve keeps it honest.
@@ -216,7 +219,7 @@ class DriverLabels:
             '{.spec.containers[?(@.name=="' + DRIVER_CONTAINER + '")].image}{"\\n"}'
         )
         self._cmd = [
-            str(kube.kubectl_path), "get", "pods", "-n", namespace, "-l", f"app={DRIVER_APP}",
+            str(kube.kubectl_path), "get", "pods", "-n", namespace, "-l", DRIVER_COMPONENT,
             "--watch", "-o", f"jsonpath={jsonpath}",
         ]  # fmt: skip
         self._stop = threading.Event()
@@ -394,13 +397,21 @@ class GpuOperator:
     # -- the operator's pods --------------------------------------------------------------------
 
     def pods(self, app: str, node: str) -> list[dict[str, Any]]:
+        return self.pods_matching(f"app={app}", node)
+
+    def pods_matching(self, selector: str, node: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self.kube.get(
-            "pods", "-n", self.namespace, "-l", f"app={app}", "--field-selector", f"spec.nodeName={node}"
+            "pods", "-n", self.namespace, "-l", selector, "--field-selector", f"spec.nodeName={node}"
         )["items"]
         return items
 
     def driver_pod(self, node: str) -> dict[str, Any] | None:
-        pods = [p for p in self.pods(DRIVER_APP, node) if not p["metadata"].get("deletionTimestamp")]
+        """The node's driver pod, of a ClusterPolicy or of an NVIDIADriver."""
+        pods = [
+            p
+            for p in self.pods_matching(DRIVER_COMPONENT, node)
+            if not p["metadata"].get("deletionTimestamp")
+        ]
         return pods[0] if pods else None
 
     def driver_image(self, version: str) -> str:
