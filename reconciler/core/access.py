@@ -86,6 +86,8 @@ APPLY_NEEDS = (
     Access("list", "daemonsets", "apps", why="apply: are the GPU Operator's driver DaemonSets there"),
     # On an operator fleet (reconciler/commands/rollout.py): the driver resources from git, the
     # operator's upgrade events on nodes for the stalls it explains.
+    Access("get", "clusterpolicies", "nvidia.com", why="apply: what differs from git, and who owns it"),
+    Access("get", "nvidiadrivers", "nvidia.com", why="apply: what differs from git, and who owns it"),
     Access("patch", "clusterpolicies", "nvidia.com", why="apply: server-side apply of the ClusterPolicy"),
     Access("create", "clusterpolicies", "nvidia.com", why="apply: a ClusterPolicy in git, absent live"),
     Access("patch", "nvidiadrivers", "nvidia.com", why="apply: server-side apply of NVIDIADrivers"),

@@ -201,3 +201,16 @@ def test_apply_on_an_operator_fleet_stages_the_operator_and_reads_the_merged_mat
     runs it against the operator); its image gate reads the matrix on the merged ref before any request."""
     result = run_main("apply", "--from", POOLS, "--matrix", MATRIX, cwd=lab)
     one_line_error(result, "matrix/gpu-operator.csv", "not inside a git repository")
+
+
+@pytest.mark.parametrize("flag", ["--hold", "--await-sync"])
+def test_staging_around_an_engine_is_for_operator_fleets_only(lab: Path, flag: str) -> None:
+    result = run_main("apply", "--from", "clusters/lab", flag, cwd=lab)
+    one_line_error(
+        result, f"{flag} stages a GPU Operator rollout", "declares no ClusterPolicy or NVIDIADriver"
+    )
+
+
+def test_hold_await_sync_and_release_exclude_each_other(lab: Path) -> None:
+    result = run_main("apply", "--from", POOLS, "--hold", "--release", cwd=lab)
+    assert result.returncode == 2 and "not allowed with argument" in result.stderr, result.stderr

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from reconciler.commands.driver_resources import Change, refuse_owned
 from reconciler.core import field_owners
-from reconciler.core.field_owners import Difference
+from reconciler.core.field_owners import Difference, Owned
+from reconciler.core.operator import DriverResource, Kind
+from reconciler.errors import GpudrvError
 
 
 def managed(manager: str, fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -80,3 +85,31 @@ def test_same_keeps_booleans_apart_from_numbers() -> None:
     assert not field_owners.same(0, False)
     assert field_owners.same({"a": [True]}, {"a": [True]})
     assert not field_owners.same("1", 1)
+
+
+# --- what operator-mode apply says about them (commands/driver_resources.py) ---------------------------
+
+DRIVER = DriverResource(Kind.NVIDIA_DRIVER, "pool-a", version="570", origin="fleet/driver.yaml:3")
+BUMP = Difference(("spec", "version"), "570", "550")
+
+
+def test_a_change_says_what_it_changes_in_a_few_words() -> None:
+    assert Change(DRIVER, True, (BUMP,), ()).what() == "spec.version '550' -> '570'"
+    assert Change(DRIVER, False, (), ()).what() == "not in the cluster yet"
+    many = tuple(Difference(("spec", f"f{i}"), i, None) for i in range(5))
+    assert Change(DRIVER, True, many, ()).what().endswith("and 2 more")
+    assert not Change(DRIVER, True, (), ()).needed and Change(DRIVER, False, (), ()).needed
+
+
+def test_a_field_another_manager_owns_is_refused_in_one_line_naming_it() -> None:
+    owned = Change(DRIVER, True, (BUMP,), (Owned(BUMP, ("helm", "argocd-controller")),))
+    with pytest.raises(GpudrvError) as caught:
+        refuse_owned([Change(DRIVER, True, (), ()), owned])
+    text = str(caught.value)
+    assert "\n" not in text
+    assert text.startswith(
+        "NVIDIADriver/pool-a: spec.version is '550' in the cluster and '570' in fleet/driver.yaml:3, "
+        "and field managers 'helm', 'argocd-controller' own it"
+    )
+    assert "gpudrv apply --hold before it, gpudrv apply --await-sync after it" in text
+    refuse_owned([Change(DRIVER, True, (BUMP,), ())])  # gpudrv's own fields: no refusal
