@@ -294,11 +294,13 @@ class GpuOperator:
     # -- the ClusterPolicy ------------------------------------------------------------------
 
     def apply_policy(self, version: str = FIRST_VERSION, **upgrade: Any) -> None:
+        """The ClusterPolicy as gpudrv would apply it from git (field manager gpudrv): the rollout
+        tests' `gpudrv apply` then changes fields it owns, as on a fleet gpudrv manages."""
         document = json.dumps(cluster_policy(version, **upgrade))
         self.kube.run(
             "apply",
             "--server-side",
-            "--field-manager=gpudrv-e2e",
+            "--field-manager=gpudrv",
             "--force-conflicts",
             "-f",
             "-",

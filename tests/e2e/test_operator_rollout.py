@@ -133,17 +133,12 @@ def start_nodes(fleet: Fleet, operator: GpuOperator, count: int) -> list[str]:
     return names
 
 
-def set_policy(operator: GpuOperator, document: dict[str, Any], manager: str = "gpudrv") -> None:
-    """The live ClusterPolicy, as if `manager` had applied it: gpudrv (an earlier gpudrv apply) by
-    default, whose fields gpudrv may change; another manager's it refuses to take. The fields of
-    earlier writers go first (managedFields reset to one empty entry, as the API documents), so
-    `manager` alone owns them."""
+def set_policy(operator: GpuOperator, document: dict[str, Any]) -> None:
+    """The live ClusterPolicy as an earlier `gpudrv apply` left it: field manager gpudrv, which the
+    module's first ClusterPolicy has too (GpuOperator.apply_policy), so gpudrv may change its fields.
+    test_operator_pools.py has a resource another manager owns."""
     operator.kube.run(
-        "patch", "clusterpolicy", operator.policy, "--type=json",
-        "-p", json.dumps([{"op": "replace", "path": "/metadata/managedFields", "value": [{}]}]),
-    )  # fmt: skip
-    operator.kube.run(
-        "apply", "--server-side", f"--field-manager={manager}", "--force-conflicts", "-f", "-",
+        "apply", "--server-side", "--field-manager=gpudrv", "--force-conflicts", "-f", "-",
         stdin=json.dumps(document),
     )  # fmt: skip
 
