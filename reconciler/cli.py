@@ -362,7 +362,7 @@ def _add_upgrade_commands(
     plan_cmd.set_defaults(handler=_plan)
 
     apply_cmd = commands.add_parser(
-        "apply", parents=[*nodes, matrix_file, gates], help="upgrade nodes to their desired driver"
+        "apply", parents=[*nodes, matrix_file, gates, output], help="upgrade nodes to their desired driver"
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
@@ -580,7 +580,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from reconciler.commands import apply, rollout
+    from reconciler.commands import apply, apply_report, rollout
     from reconciler.core.supervise import Stages
 
     if rollout.wanted(args_.desired(args)):
@@ -597,7 +597,10 @@ def _apply(args: argparse.Namespace) -> int:
             hold_only=args.hold,
             await_sync=args.await_sync,
         )
-        return rollout.run(staged, _options(args))
+        operator_report = apply_report.Report("operator")
+        return apply_report.run(
+            args.output, operator_report, lambda: rollout.run(staged, _options(args), operator_report)
+        )
     if args.hold or args.await_sync:
         flag = "--hold" if args.hold else "--await-sync"
         raise GpudrvError(
@@ -617,7 +620,8 @@ def _apply(args: argparse.Namespace) -> int:
         force=args.force,
         selector=args.selector,
     )
-    return apply.run(settings, _options(args))
+    lab_report = apply_report.Report("lab")
+    return apply_report.run(args.output, lab_report, lambda: apply.run(settings, _options(args), lab_report))
 
 
 def _options(args: argparse.Namespace) -> Options:

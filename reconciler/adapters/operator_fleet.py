@@ -14,7 +14,7 @@ from reconciler.core.operator import DriverResource, Kind, Mode
 from reconciler.core.supervise import EVENT_REASON, VALIDATOR_APP, DriverPod
 from reconciler.errors import GpudrvError
 
-# The driver pods the operator's upgrade controller manages (controllers/upgrade_controller.go:127-138):
+# The driver pods the operator's upgrade controller manages (controllers/upgrade_controller.go:58-70,127-145):
 # app=nvidia-driver-daemonset for a ClusterPolicy's DaemonSet, app.kubernetes.io/component=nvidia-driver
 # for the DaemonSets of NVIDIADrivers (one per NVIDIADriver and pool, internal/state/driver.go).
 CLUSTER_POLICY_DRIVERS = "app=nvidia-driver-daemonset"

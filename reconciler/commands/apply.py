@@ -16,6 +16,7 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters.fleet import Fleet, SystemHost, run_owner
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
+from reconciler.commands.apply_report import Report
 from reconciler.core import audit, diff, executor, upgrade
 from reconciler.core.executor import Installer, Outcome
 from reconciler.core.label_selector import LabelSelector
@@ -48,7 +49,9 @@ class Settings:
         )
 
 
-def run(settings: Settings, options: kube.Options) -> int:
+def run(settings: Settings, options: kube.Options, report: Report | None = None) -> int:
+    """The lab's apply; `report` (for -o json and github) gets each node's outcome."""
+    report = report or Report("lab")
     _refuse_operator_resources(settings.from_dir)
     desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
@@ -60,7 +63,7 @@ def run(settings: Settings, options: kube.Options) -> int:
     fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     _sync_budgets(fleet, desired)  # 4. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
-    return _final_audit(fleet, images.working, outcome, settings.selector)
+    return _final_audit(fleet, images.working, outcome, settings.selector, report)
 
 
 def _refuse_operator_resources(from_dir: Path) -> None:
@@ -135,12 +138,30 @@ def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Se
 
 
 def _final_audit(
-    fleet: Fleet, working_tags: frozenset[str], outcome: Outcome, selector: LabelSelector | None = None
+    fleet: Fleet,
+    working_tags: frozenset[str],
+    outcome: Outcome,
+    selector: LabelSelector | None = None,
+    report: Report | None = None,
 ) -> int:
     result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)
+    if report is not None:
+        _outcomes(report, outcome, result.ok)
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
     if outcome.skipped:
         summary += f", {len(outcome.skipped)} skipped ({upgrade.SKIP_LABEL}=true)"
     print(summary)
     return OK if outcome.ok and result.ok else FINDINGS
+
+
+def _outcomes(report: Report, outcome: Outcome, audit_ok: bool) -> None:
+    report.audit_ok = audit_ok
+    for name in outcome.done:
+        report.set(name, "UPGRADED")
+    for name, why in outcome.blocked.items():
+        report.set(name, "BLOCKED", why)
+    for name, why in outcome.failed.items():
+        report.set(name, "FAILED", why)
+    for name in outcome.skipped:
+        report.set(name, "SKIPPED", f"{upgrade.SKIP_LABEL}=true")

@@ -23,6 +23,7 @@ from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK, driver_resources
 from reconciler.commands import upgrades as up
+from reconciler.commands.apply_report import Report
 from reconciler.core import audit, budget, supervise
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind, Mode
@@ -62,7 +63,37 @@ def wanted(from_dir: Path) -> bool:
     return bool(operator_files.load_resources(from_dir))
 
 
-def run(settings: Settings, options: kube.Options) -> int:
+def run(settings: Settings, options: kube.Options, report: Report | None = None) -> int:
+    """The staged rollout; `report` (for -o json and github) gets each node's outcome."""
+    report = report or Report("operator")
+    rollout: list[Rollout] = []
+    try:
+        return _run(settings, options, report, rollout)
+    finally:
+        if rollout:
+            _outcomes(report, rollout[0])
+
+
+def _outcomes(report: Report, rollout: Rollout) -> None:
+    report.audit_ok = rollout.audit_ok
+    for node in rollout.last:
+        if node.name not in report.nodes:
+            continue
+        if node.skipped_by_someone_else and not node.done:
+            continue
+        status = (
+            "UPGRADED"
+            if node.done
+            else "FAILED"
+            if node.state == State.FAILED
+            else "HELD"
+            if node.held
+            else "PENDING"
+        )
+        report.set(node.name, status, node.want_image or "")
+
+
+def _run(settings: Settings, options: kube.Options, report: Report, made: list[Rollout]) -> int:
     declared = operator_files.load_resources(settings.from_dir)
     images = up.load_images(settings.matrix, settings.merged_ref)
     fleet = up.connect(options)
@@ -72,9 +103,13 @@ def run(settings: Settings, options: kube.Options) -> int:
     contract = operator_files.offline_contract(settings.from_dir, version)
     rules = _policy(fleet, contract)
     rollout = Rollout(fleet, contract, images, rules, settings, declared=declared)
+    made.append(rollout)
     facts = rollout.read()
     for node in supervise.user_skipped(facts):
         print(supervise.skipped_line(node.name), flush=True)
+        report.set(node.name, "SKIPPED", f"{SKIP}=true, not set by gpudrv")
+    for node in supervise.moving(facts):
+        report.set(node.name, "PENDING", node.want_image or "")
     if not _gate(facts, images):
         print("nothing was changed")
         return FINDINGS
@@ -210,6 +245,8 @@ class Rollout:
         self.fleet, self.contract, self.images, self.rules = fleet, contract, images, rules
         self.settings, self.declared = settings, declared
         self.tracker = supervise.Tracker()
+        self.last: list[NodeFacts] = []  # the latest read
+        self.audit_ok: bool | None = None
         self.budgets: list[budget.Budget] = []
 
     def read(self) -> list[NodeFacts]:
@@ -252,6 +289,7 @@ class Rollout:
                     events=tuple(events.get(name, ())),
                 )
             )
+        self.last = facts
         return facts
 
     def preflight(self, names: tuple[str, ...]) -> list[str]:
@@ -383,6 +421,7 @@ class Rollout:
         live = [item.node for item in self.fleet.gpu_nodes(self.settings.selector)]
         found = operator_files.wants(self.contract, live)
         result = audit.audit_wants(found, self.images.working)
+        self.audit_ok = result.ok
         print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
         return OK if result.ok else FINDINGS
 

@@ -116,11 +116,13 @@ class PoolFleet:
             "--operator-version", OPERATOR_VERSION, "-l", self.nodes.selector, *extra,
         ]  # fmt: skip
 
-    def apply(self, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    def apply(
+        self, *extra: str, timeout: float = 600, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*gpudrv_command(), *self.args(*extra)],
             cwd=self.root,
-            env=gpudrv_env(self.kube.env),
+            env=gpudrv_env({**self.kube.env, **(env or {})}),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -227,12 +229,29 @@ def test_one_pool_moves_the_other_keeps_its_driver_and_a_user_hold_is_named(pool
     assert released.returncode == 0 and "released 0 node(s)" in released.stdout, released.stdout
     assert pools.operator.node(mine)["metadata"]["labels"][SKIP_LABEL] == "true"
     assert HELD not in (pools.operator.node(mine)["metadata"].get("annotations") or {})
-    # A second apply: the same answer, and not one write at the API server.
+    # A second apply: not one write at the API server; in JSON, one object naming the person's hold.
     second: list[subprocess.CompletedProcess[str]] = []
-    requests = pools.kube.requests_of(lambda: second.append(pools.apply()))
+    requests = pools.kube.requests_of(lambda: second.append(pools.apply("-o", "json")))
     assert second[0].returncode == 0, second[0].stdout + second[0].stderr
     assert writes(requests) == [], writes(requests)
-    assert second[0].stdout.count(skipped) == 1
+    report = json.loads(second[0].stdout)
+    assert (report["command"], report["mode"], report["ok"], report["audit_ok"]) == (
+        "apply",
+        "operator",
+        True,
+        True,
+    )
+    by_node = {row["node"]: row["status"] for row in report["nodes"]}
+    assert by_node == {mine: "SKIPPED"}, report  # nothing else moves, the kept pool is not named
+    assert second[0].stderr.count(skipped) == 1  # the progress lines went to stderr
+    # In GitHub Actions: the same lines, and the step summary names the hold.
+    summary = pools.root / "summary.md"
+    third = pools.apply("-o", "github", env={"GITHUB_STEP_SUMMARY": str(summary)})
+    assert third.returncode == 0 and third.stdout.count(skipped) == 1, third.stdout + third.stderr
+    assert (
+        f"| `{mine}` | SKIPPED | nvidia.com/gpu-driver-upgrade.skip=true, not set by gpudrv |"
+        in summary.read_text()
+    )
     print(f"\n{took:.1f}s, pool a 2 nodes moving (+1 held by a person), pool b 2 nodes kept:\n{out}")
     print(f"second apply: {len(requests)} requests, 0 writes")
 
