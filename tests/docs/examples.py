@@ -31,12 +31,16 @@ from pathlib import Path
 UPDATE_VARIABLE = "GPUDRV_UPDATE_EXAMPLES"
 FENCE = re.compile(r"^(?P<indent> {0,3})(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
-# Shell-ish blocks that show commands; config blocks (yaml, json, ...) are not examples.
-COMMAND_LANGUAGES = {"", "console", "sh", "bash", "shell", "text"}
+# Blocks that may show commands; config (yaml, json, ...) and output (text) blocks do not.
+COMMAND_LANGUAGES = {"", "console", "sh", "bash", "shell"}
 GPUDRV_VERBS = (
     "tag|audit|matrix|manifests|plan|apply|drain|status|report|explain|diff|init|reconcile|--help|--version"
 )
-GPUDRV_CALL = re.compile(rf"(^|[\s;&|(]|/)gpudrv\s+({GPUDRV_VERBS})\b")
+# A command line runs gpudrv: at the start, or after `;`, `&&`, `|`, `do`, `then`; maybe with
+# VAR=value before it and a path (.venv/bin/gpudrv).
+GPUDRV_CALL = re.compile(
+    rf"(?:^|[;&|]|\bdo|\bthen)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?gpudrv\s+(?:{GPUDRV_VERBS})\b"
+)
 HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
 # Fixed identities and dates: commits made by an example get the same hash on every run.
@@ -132,13 +136,12 @@ def parse_steps(lines: tuple[str, ...], where: str) -> list[Step]:
 
 
 def shows_gpudrv_command(block: Block) -> bool:
-    """Whether the block shows a gpudrv command line: then it must be an example or marked live."""
-    if block.language not in COMMAND_LANGUAGES:
-        return False
-    candidates = (line[2:] for line in block.lines if line.startswith("$ "))
-    if block.language != "console":
-        candidates = iter(block.lines)
-    return any(GPUDRV_CALL.search(line) for line in candidates)
+    """Whether the block shows a gpudrv command line: then it must be an example or marked live.
+
+    In any block a `$ ` line counts; in a shell block (or one without a language) any line does."""
+    prompted = [line[2:] for line in block.lines if line.startswith("$ ")]
+    shell = block.language in COMMAND_LANGUAGES and block.language != "console"
+    return any(GPUDRV_CALL.search(line) for line in (block.lines if shell else prompted))
 
 
 def normalise(lines: tuple[str, ...] | list[str]) -> list[str]:

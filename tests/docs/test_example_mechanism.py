@@ -41,6 +41,10 @@ OK
 entry: gpudrv matrix validate
 ```
 
+```text
+$ gpudrv audit
+```
+
 ```sh
 gpudrv report -o html > fleet.html
 ```
@@ -69,9 +73,10 @@ def test_blocks_languages_titles_and_steps(page: Path) -> None:
         ("console", "live cluster", 14, ""),
         ("console", "", 21, "  "),
         ("yaml", "", 29, ""),
-        ("sh", "", 33, ""),
+        ("text", "", 33, ""),
+        ("sh", "", 37, ""),
     ]
-    assert [b.is_example for b in found] == [True, False, True, False, False]
+    assert [b.is_example for b in found] == [True, False, True, False, False, False]
     assert found[0].steps() == [
         examples.Step("echo one; echo two >&2", ("one", "two")),
         examples.Step("false", ()),
@@ -90,7 +95,7 @@ def test_a_block_that_does_not_start_with_a_command_is_refused(tmp_path: Path) -
 
 def test_which_blocks_show_a_gpudrv_command(page: Path) -> None:
     shown = [examples.shows_gpudrv_command(block) for block in examples.blocks(page)]
-    assert shown == [False, True, False, False, True]
+    assert shown == [False, True, False, False, True, True]
 
 
 def test_hashes_and_dates_are_masked_and_nothing_else() -> None:

@@ -65,6 +65,6 @@ def test_every_live_block_shows_commands() -> None:
     wrong = [
         block_id(b)
         for b in all_blocks()
-        if b.live and not (b.language == "console" and b.steps() or b.language in {"sh", "bash"})
+        if b.live and not ((b.language == "console" and b.steps()) or b.language in {"sh", "bash"})
     ]
     assert wrong == []
