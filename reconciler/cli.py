@@ -362,7 +362,9 @@ def _add_upgrade_commands(
     plan_cmd.set_defaults(handler=_plan)
 
     apply_cmd = commands.add_parser(
-        "apply", parents=[*nodes, matrix_file, gates, output], help="upgrade nodes to their desired driver"
+        "apply",
+        parents=[*nodes, matrix_file, gates, args_.output_option(Output.GITHUB)],
+        help="upgrade nodes to their desired driver",
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
