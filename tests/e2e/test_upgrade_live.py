@@ -96,12 +96,21 @@ def test_upgrade_the_gitops_way(gitlab: GitLab) -> None:
     # Room in the budget, committed: apply syncs the PDB, drains, relabels, uncordons.
     lab.set_min_available(3)
     lab.commit("trainer-pdb: minAvailable 3 for the upgrade")
-    done = lab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    done = lab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s", "-o", "json")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "applied PDB gpu-drv/trainer-pdb: minAvailable 4 -> 3" in done.stdout
+    progress = done.stderr  # -o json: the progress lines on stderr, one object on stdout
+    assert "applied PDB gpu-drv/trainer-pdb: minAvailable 4 -> 3" in progress
     assert [
-        line.split(": ", 1)[1] for line in done.stdout.splitlines() if line.split(": ", 1)[-1] in STATES
+        line.split(": ", 1)[1] for line in progress.splitlines() if line.split(": ", 1)[-1] in STATES
     ] == STATES
+    outcome = json.loads(done.stdout)
+    assert (outcome["command"], outcome["mode"], outcome["ok"], outcome["audit_ok"]) == (
+        "apply",
+        "lab",
+        True,
+        True,
+    )
+    assert [(n["node"], n["status"]) for n in outcome["nodes"]] == [("lab-node-1", "UPGRADED")]
     labels = lab.labels("lab-node-1")
     assert labels[STATE_LABEL] == "upgrade-done"
     assert (labels["nvidia.com/cuda.driver.major"], labels["nvidia.com/cuda.driver.minor"]) == ("550", "90")
