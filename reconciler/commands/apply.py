@@ -48,19 +48,22 @@ class Settings:
         )
 
 
-def run(settings: Settings, options: kube.Options) -> int:
+def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+    record = record or up.Record()
+    record.mode = "lab"
     _refuse_operator_resources(settings.from_dir)
     desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
     _refuse_beside_operator(fleet)  # 3. never two controllers on one label
     if settings.dry_run:
-        return _dry_run(fleet, desired, images, settings)
+        return _dry_run(fleet, desired, images, settings, record)
     fleet.gateway.patience = RECONNECT_SECONDS  # from here on the cluster changes: outages are waited out
     fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     _sync_budgets(fleet, desired)  # 4. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
-    return _final_audit(fleet, images.working, outcome, settings.selector)
+    _note_outcome(record, outcome)
+    return _final_audit(fleet, images.working, outcome, record, settings.selector)
 
 
 def _refuse_operator_resources(from_dir: Path) -> None:
@@ -89,9 +92,13 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
         )
 
 
-def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:
+def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings, record: up.Record) -> int:
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, settings.force, settings.matrix)
+    for plan in plans:
+        refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
+        outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
+        record.note(plan.node, outcome, refused)
     print(plan_text(plans, images))
     for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
         print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")
@@ -134,10 +141,26 @@ def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Se
     ).run()
 
 
+def _note_outcome(record: up.Record, outcome: Outcome) -> None:
+    for name in outcome.done:
+        record.note(name, "upgraded")
+    for name in outcome.skipped:
+        record.note(name, "skipped", f"{upgrade.SKIP_LABEL}=true")
+    for name, why in outcome.blocked.items():
+        record.note(name, "blocked", why)
+    for name, why in outcome.failed.items():
+        record.note(name, "failed", why)
+
+
 def _final_audit(
-    fleet: Fleet, working_tags: frozenset[str], outcome: Outcome, selector: LabelSelector | None = None
+    fleet: Fleet,
+    working_tags: frozenset[str],
+    outcome: Outcome,
+    record: up.Record,
+    selector: LabelSelector | None = None,
 ) -> int:
     result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)
+    record.audit = result
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
     if outcome.skipped:

@@ -54,16 +54,18 @@ def wanted(from_dir: Path) -> bool:
     return bool(operator_files.load_resources(from_dir))
 
 
-def run(settings: Settings, options: kube.Options) -> int:
+def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+    record = record or up.Record()
     declared = operator_files.load_resources(settings.from_dir)
     images = up.load_images(settings.matrix, settings.merged_ref)
     fleet = up.connect(options)
     if settings.release:
-        return _release_all(fleet, settings)
+        return _release_all(fleet, settings, record)
     version = settings.operator_version or operator_files.live_operator_version(fleet.gateway)
     contract = operator_files.offline_contract(settings.from_dir, version)
+    record.mode = str(contract.mode)
     rules = _policy(fleet, contract)
-    rollout = Rollout(fleet, contract, images, rules, settings)
+    rollout = Rollout(fleet, contract, images, rules, settings, record=record)
     facts = rollout.read()
     if not _gate(facts, images):
         print("nothing was changed")
@@ -82,6 +84,8 @@ def run(settings: Settings, options: kube.Options) -> int:
         return FINDINGS
     if settings.dry_run:
         _show_plan(step, facts, declared)
+        for node in supervise.moving(facts):
+            record.note(node.name, "planned", node.want_image)
         print("dry run: nothing was changed")
         return OK
     fleet.gateway.patience = RECONNECT_SECONDS
@@ -139,7 +143,7 @@ def _show_plan(step: Step, facts: list[NodeFacts], declared: list[DriverResource
         print(f"would hold: {name} -> {by_name[name].want_image} (skip label until the canary is done)")
 
 
-def _release_all(fleet: Fleet, settings: Settings) -> int:
+def _release_all(fleet: Fleet, settings: Settings, record: up.Record) -> int:
     held = [
         live.node.name
         for live in fleet.gpu_nodes(settings.selector)
@@ -148,13 +152,21 @@ def _release_all(fleet: Fleet, settings: Settings) -> int:
     for name in held:
         fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
         print(f"{name}: released (gpudrv's skip label removed)")
+        record.note(name, "released")
     print(f"released {len(held)} node(s) gpudrv held; the operator upgrades them now")
     return OK
 
 
 class Rollout:
     def __init__(
-        self, fleet: Fleet, contract: Contract, images: Images, rules: supervise.Policy, settings: Settings
+        self,
+        fleet: Fleet,
+        contract: Contract,
+        images: Images,
+        rules: supervise.Policy,
+        settings: Settings,
+        *,
+        record: up.Record,
     ) -> None:
         self.fleet, self.contract, self.images, self.rules, self.settings = (
             fleet,
@@ -163,6 +175,7 @@ class Rollout:
             rules,
             settings,
         )
+        self.record = record
         self.tracker = supervise.Tracker()
         self.budgets: list[budget.Budget] = []
 
@@ -201,7 +214,22 @@ class Rollout:
                     events=tuple(events.get(name, ())),
                 )
             )
+        self._note(facts)
         return facts
+
+    def _note(self, facts: list[NodeFacts]) -> None:
+        """Each selected node's outcome as of this read, for -o json (the last read is the answer)."""
+        for node in facts:
+            if node.done:
+                self.record.note(node.name, "done", node.want_image)
+            elif node.state == State.FAILED:
+                self.record.note(node.name, "failed", node.want_image)
+            elif node.held:
+                self.record.note(node.name, "held", node.want_image)
+            elif node.skipped:
+                self.record.note(node.name, "skipped", f"{SKIP}=true")
+            else:
+                self.record.note(node.name, "in-progress", node.state or None)
 
     def preflight(self, names: tuple[str, ...]) -> list[str]:
         """The budgets that would refuse the evictions of these nodes' pods, all together, now."""
@@ -327,6 +355,7 @@ class Rollout:
         live = [item.node for item in self.fleet.gpu_nodes(self.settings.selector)]
         found = operator_files.wants(self.contract, live)
         result = audit.audit_wants(found, self.images.working)
+        self.record.audit = result
         print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
         return OK if result.ok else FINDINGS
 

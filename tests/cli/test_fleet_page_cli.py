@@ -30,7 +30,9 @@ def test_report_reads_manifests_offline(lab: Path) -> None:
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines()[:3] == ["NODES=3", "SKEW=0", "MATRIX_ROWS=3"]
     data = json.loads(run_main("report", "--from", "clusters/lab", "-o", "json", cwd=lab).stdout)
-    assert data["per_node"]["lab-node-1"] == {
+    assert (data["kind"], data["node_count"], data["missing_count"], data["row_count"]) == ("report", 3, 0, 3)
+    assert data["nodes"][1] == {
+        "node": "lab-node-1",
         "tag": "535-5.15.0-107-generic-ubuntu22.04",
         "upgrade_state": None,
     }
