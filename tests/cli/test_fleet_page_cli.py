@@ -89,9 +89,12 @@ def test_fleet_page_of_an_operator_fleet_names_the_images(lab: Path) -> None:
     # The missing image, with the reference the GPU Operator would pull.
     assert re.search(r'<td class="c miss" data-tag="535-6\.8\.0-60-generic-ubuntu22\.04"', html)
     assert (
-        "<tr><td><code>535-6.8.0-60-generic-ubuntu22.04</code>"
+        '<tr><td class="nowrap"><code>535-6.8.0-60-generic-ubuntu22.04</code>'
         '<br><small class="mono">nvcr.io/nvidia/driver:535-6.8.0-60-generic-ubuntu22.04</small></td>'
     ) in html
+    # Beside it, the command that adds its row once the image is built.
+    fix = "gpudrv matrix add --matrix matrix/gpu-operator.csv --tag 535-6.8.0-60-generic-ubuntu22.04"
+    assert f'<code class="fix">{fix}</code>' in html
 
 
 def test_fleet_page_is_the_same_inside_github_actions(lab: Path) -> None:
