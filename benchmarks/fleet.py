@@ -588,8 +588,9 @@ JQ = {
     + r"""rows as $rows
       | [.items[] | .metadata.labels["nvidia.com/gpu-driver-upgrade-state"] as $state
           | {name: .metadata.name, tag: tag, state: $state}]
-      | {nodes: length, skew: ([.[] | select(.tag as $t | $rows | index($t) | not)] | length),
-         matrix_rows: ($rows | length), per_node: (map({(.name): {tag, upgrade_state: .state}}) | add)}""",
+      | {kind: "report", ok: true, node_count: length,
+         missing_count: ([.[] | select(.tag as $t | $rows | index($t) | not)] | length),
+         row_count: ($rows | length), nodes: map({node: .name, tag, upgrade_state: .state})}""",
     "status": JQ_TAG
     + r"""rows as $rows | .items[] | .metadata.labels as $l
       | [.metadata.name,

@@ -191,9 +191,8 @@ def main() -> None:
             [*gpudrv(), "matrix", "history", "-o", "json"], cwd=root, capture_output=True, check=True
         )
         print(f"repository: {root} ({count.stdout.strip()} commits, {generator.added} rows added,")
-        print(
-            f"            {len(generator.rows)} in the matrix, {len(json.loads(lifetimes.stdout))} lifetimes)"
-        )
+        stays = len(json.loads(lifetimes.stdout)["rows"])
+        print(f"            {len(generator.rows)} in the matrix, {stays} lifetimes)")
         report(root, args.runs)
     finally:
         if not args.keep:

@@ -158,9 +158,10 @@ def matrix_option() -> argparse.ArgumentParser:
     return options
 
 
-def output_option(*extra: Output, json: bool = True) -> argparse.ArgumentParser:
+def output_option(*extra: Output) -> argparse.ArgumentParser:
+    """-o text, json, yaml and `extra`: every command that prints results prints them as data too."""
     options = argparse.ArgumentParser(add_help=False)
-    choices = values(Output.TEXT, *((Output.JSON,) if json else ()), *extra)
+    choices = values(Output.TEXT, Output.JSON, Output.YAML, *extra)
     if Output.GITHUB not in extra:
         options.add_argument("-o", "--output", choices=choices, default="text", help="output format")
         return options
@@ -368,7 +369,9 @@ def reconcile_options(parser: argparse.ArgumentParser) -> None:
         help="ask the API server (SelfSubjectAccessReview) about every operation this mode needs, and "
         "about those it must not have; exit 0 only if exactly the needed ones are allowed",
     )
-    modes.add_argument("-o", "--output", choices=("text", "json"), default="text", help="for --check-access")
+    modes.add_argument(
+        "-o", "--output", choices=("text", "json", "yaml"), default="text", help="for --check-access"
+    )
 
 
 def reconcile_settings(args: argparse.Namespace) -> Any:

@@ -95,7 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
     selector = args_.selector_option()
 
-    tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
+    tag_cmd = commands.add_parser(
+        "tag", parents=[nodes, output], help="print the driver image tag a node needs"
+    )
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
     tag_cmd.set_defaults(handler=_tag)
 
@@ -175,8 +177,8 @@ def _add_explain_command(
     explain_cmd.add_argument(
         "-o",
         "--output",
-        choices=args_.values(Output.TEXT, Output.JSON, Output.GITHUB),
-        help=f"text, json or {args_.GITHUB_HELP}",
+        choices=args_.values(Output.TEXT, Output.JSON, Output.YAML, Output.GITHUB),
+        help=f"text, json, yaml or {args_.GITHUB_HELP}",
     )
     explain_cmd.set_defaults(handler=_explain)
 
@@ -189,7 +191,7 @@ def _add_matrix_commands(
 
     validate = verbs.add_parser(
         "validate",
-        parents=[matrix_file, args_.output_option(Output.GITHUB, json=False)],
+        parents=[matrix_file, args_.output_option(Output.GITHUB)],
         help="check the matrix file",
     )
     validate.add_argument(
@@ -203,9 +205,9 @@ def _add_matrix_commands(
 
     add = verbs.add_parser(
         "add",
-        parents=[matrix_file],
+        parents=[matrix_file, args_.output_option()],
         help="append a row for an image that was built",
-        usage="gpudrv matrix add [--matrix PATH] (BRANCH KERNEL OS_TAG | --tag TAG)",
+        usage="gpudrv matrix add [--matrix PATH] [-o FORMAT] (BRANCH KERNEL OS_TAG | --tag TAG)",
     )
     add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
@@ -281,8 +283,8 @@ def _add_matrix_git_commands(
     impact_cmd.add_argument(
         "-o",
         "--output",
-        choices=args_.values(Output.TEXT, Output.JSON, Output.MARKDOWN, Output.GITHUB),
-        help=f"text, json, markdown (for a PR summary) or {args_.GITHUB_HELP}",
+        choices=args_.values(Output.TEXT, Output.JSON, Output.YAML, Output.MARKDOWN, Output.GITHUB),
+        help=f"text, json, yaml, markdown (for a PR summary) or {args_.GITHUB_HELP}",
     )
     impact_cmd.set_defaults(handler=_impact)
 
@@ -312,7 +314,7 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
     verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
     validate = verbs.add_parser(
         "validate",
-        parents=[args_.output_option(Output.GITHUB, json=False)],
+        parents=[args_.output_option(Output.GITHUB)],
         help="check every Node manifest against schemas/node-manifest.schema.json",
         description="Every problem as FILE:LINE: message, at the label at fault. Exit 0 valid, 2 invalid.",
     )
@@ -365,6 +367,8 @@ def _add_upgrade_commands(
         "apply",
         parents=[*nodes, matrix_file, gates, args_.output_option(Output.GITHUB)],
         help="upgrade nodes to their desired driver",
+        epilog="-o json/yaml: the progress lines go to stderr, one summary object to stdout at the end; "
+        "-o github (the default inside GitHub Actions): the progress as text and a step summary",
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
@@ -422,7 +426,10 @@ def _add_upgrade_commands(
 
     cluster_only = args_.node_options(manifests=False)
     drain_cmd = commands.add_parser(
-        "drain", parents=[cluster_only], help="cordon and evict, naming the budget that refuses"
+        "drain",
+        parents=[cluster_only, output],
+        help="cordon and evict, naming the budget that refuses",
+        epilog="-o json/yaml: the progress lines go to stderr, one summary object to stdout at the end",
     )
     drain_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
     drain_cmd.add_argument(
@@ -455,7 +462,7 @@ def _add_upgrade_commands(
 def _tag(a: argparse.Namespace) -> int:
     from reconciler.commands import tag
 
-    return tag.run(a.node, _source(a))
+    return tag.run(a.node, _source(a), a.output)
 
 
 def _audit(a: argparse.Namespace) -> int:
@@ -497,7 +504,7 @@ def _matrix_validate(a: argparse.Namespace) -> int:
 def _matrix_add(a: argparse.Namespace, key: ImageKey) -> int:
     from reconciler.commands import matrix
 
-    return matrix.add(a.matrix, key)
+    return matrix.add(a.matrix, key, a.output)
 
 
 def _history(a: argparse.Namespace) -> int:
@@ -542,7 +549,21 @@ def _plan(a: argparse.Namespace) -> int:
 def _drain(a: argparse.Namespace) -> int:
     from reconciler.commands import drain
 
-    return drain.run(a.node, a.timeout, a.force, a.preflight, _options(a))
+    def run(record: Any) -> int:
+        return drain.run(a.node, a.timeout, a.force, a.preflight, _options(a), record=record)
+
+    return _as_data(a, "drain", run, node=a.node)
+
+
+def _as_data(a: argparse.Namespace, kind: str, run: Callable[[Any], int], **fields: Any) -> int:
+    """-o json/yaml for apply and drain: progress to stderr, one object on stdout at the end."""
+    from reconciler.commands import upgrades
+
+    if a.output is Output.GITHUB:
+        return upgrades.with_summary(kind, run)
+    if not a.output.structured:
+        return run(None)
+    return upgrades.as_data(a.output, kind, run, **fields)
 
 
 def _status(a: argparse.Namespace) -> int:
@@ -582,7 +603,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
-    from reconciler.commands import apply, apply_report, rollout
+    from reconciler.commands import apply, rollout
     from reconciler.core.supervise import Stages
 
     if rollout.wanted(args_.desired(args)):
@@ -599,9 +620,8 @@ def _apply(args: argparse.Namespace) -> int:
             hold_only=args.hold,
             await_sync=args.await_sync,
         )
-        operator_report = apply_report.Report("operator")
-        return apply_report.run(
-            args.output, operator_report, lambda: rollout.run(staged, _options(args), operator_report)
+        return _as_data(
+            args, "apply", lambda record: rollout.run(staged, _options(args), record), dry_run=args.dry_run
         )
     if args.hold or args.await_sync:
         flag = "--hold" if args.hold else "--await-sync"
@@ -622,8 +642,9 @@ def _apply(args: argparse.Namespace) -> int:
         force=args.force,
         selector=args.selector,
     )
-    lab_report = apply_report.Report("lab")
-    return apply_report.run(args.output, lab_report, lambda: apply.run(settings, _options(args), lab_report))
+    return _as_data(
+        args, "apply", lambda record: apply.run(settings, _options(args), record), dry_run=args.dry_run
+    )
 
 
 def _options(args: argparse.Namespace) -> Options:

@@ -16,6 +16,12 @@ class Output(StrEnum):
 
     TEXT = "text"
     JSON = "json"
+    YAML = "yaml"
     MARKDOWN = "markdown"
     GITHUB = "github"
     HTML = "html"
+
+    @property
+    def structured(self) -> bool:
+        """Data (one object, render/document.py's contract) rather than text for people."""
+        return self in (Output.JSON, Output.YAML)

@@ -16,7 +16,6 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters.fleet import Fleet, SystemHost, run_owner
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
-from reconciler.commands.apply_report import Report
 from reconciler.core import audit, diff, executor, upgrade
 from reconciler.core.executor import Installer, Outcome
 from reconciler.core.label_selector import LabelSelector
@@ -49,21 +48,22 @@ class Settings:
         )
 
 
-def run(settings: Settings, options: kube.Options, report: Report | None = None) -> int:
-    """The lab's apply; `report` (for -o json and github) gets each node's outcome."""
-    report = report or Report("lab")
+def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+    record = record or up.Record()
+    record.mode = "lab"
     _refuse_operator_resources(settings.from_dir)
     desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
     _refuse_beside_operator(fleet)  # 3. never two controllers on one label
     if settings.dry_run:
-        return _dry_run(fleet, desired, images, settings)
+        return _dry_run(fleet, desired, images, settings, record)
     fleet.gateway.patience = RECONNECT_SECONDS  # from here on the cluster changes: outages are waited out
     fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     _sync_budgets(fleet, desired)  # 4. budgets are part of the reviewed change
     outcome = _upgrade_all(fleet, desired, images, settings)
-    return _final_audit(fleet, images.working, outcome, settings.selector, report)
+    _note_outcome(record, outcome)
+    return _final_audit(fleet, images.working, outcome, record, settings.selector)
 
 
 def _refuse_operator_resources(from_dir: Path) -> None:
@@ -92,9 +92,13 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
         )
 
 
-def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> int:
+def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings, record: up.Record) -> int:
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, settings.force, settings.matrix)
+    for plan in plans:
+        refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
+        outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
+        record.note(plan.node, outcome, refused)
     print(plan_text(plans, images))
     for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
         print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")
@@ -137,31 +141,29 @@ def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Se
     ).run()
 
 
+def _note_outcome(record: up.Record, outcome: Outcome) -> None:
+    for name in outcome.done:
+        record.note(name, "upgraded")
+    for name in outcome.skipped:
+        record.note(name, "skipped", f"{upgrade.SKIP_LABEL}=true")
+    for name, why in outcome.blocked.items():
+        record.note(name, "blocked", why)
+    for name, why in outcome.failed.items():
+        record.note(name, "failed", why)
+
+
 def _final_audit(
     fleet: Fleet,
     working_tags: frozenset[str],
     outcome: Outcome,
+    record: up.Record,
     selector: LabelSelector | None = None,
-    report: Report | None = None,
 ) -> int:
     result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)
-    if report is not None:
-        _outcomes(report, outcome, result.ok)
+    record.audit = result
     print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
     summary = f"{len(outcome.done)} upgraded, {len(outcome.blocked)} blocked, {len(outcome.failed)} failed"
     if outcome.skipped:
         summary += f", {len(outcome.skipped)} skipped ({upgrade.SKIP_LABEL}=true)"
     print(summary)
     return OK if outcome.ok and result.ok else FINDINGS
-
-
-def _outcomes(report: Report, outcome: Outcome, audit_ok: bool) -> None:
-    report.audit_ok = audit_ok
-    for name in outcome.done:
-        report.set(name, "UPGRADED")
-    for name, why in outcome.blocked.items():
-        report.set(name, "BLOCKED", why)
-    for name, why in outcome.failed.items():
-        report.set(name, "FAILED", why)
-    for name in outcome.skipped:
-        report.set(name, "SKIPPED", f"{upgrade.SKIP_LABEL}=true")

@@ -9,6 +9,7 @@ from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core.audit import audit_wants
 from reconciler.render import audit as show
+from reconciler.render import document
 
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
@@ -18,6 +19,8 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
         github.publish(
             show.annotate(result, matrix_path), show.summary(result, matrix_path), show.closing(result)
         )
+    elif output.structured:
+        print(document.text(show.as_json(result, matrix=str(matrix_path)), output))
     else:
-        print(github.json_text(show.as_json(result)) if output is Output.JSON else show.as_text(result))
+        print(show.as_text(result))
     return OK if result.ok else FINDINGS

@@ -10,6 +10,7 @@ from reconciler.core import reads
 from reconciler.core.diff import diff
 from reconciler.core.label_selector import LabelSelector
 from reconciler.render import diff as show
+from reconciler.render import document
 
 
 def run(
@@ -35,8 +36,8 @@ def run(
         github.publish(
             show.annotate(drift, desired_dir), show.summary(drift, desired_dir), show.closing(drift)
         )
-    elif output is Output.JSON:
-        print(github.json_text(show.as_json(drift)))
+    elif output.structured:
+        print(document.text(show.as_json(drift), output))
     else:
         print(show.as_text(drift, desired_dir, show.paint()))
     return FINDINGS if drift.found else OK

@@ -6,6 +6,7 @@ from reconciler.adapters import kube
 from reconciler.adapters.drainer import Drain, DrainTimeout
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
+from reconciler.commands import upgrades as up
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.errors import GpudrvError
@@ -15,7 +16,16 @@ ROLES = (Role.GPU, Role.OTHER, Role.FINISHED)
 RECONNECT_SECONDS = 180.0  # a drain waits out an API server that stopped answering for this long
 
 
-def run(node: str, timeout: float, force: bool, preflight: bool, options: kube.Options) -> int:
+def run(
+    node: str,
+    timeout: float,
+    force: bool,
+    preflight: bool,
+    options: kube.Options,
+    *,
+    record: up.Record | None = None,
+) -> int:
+    record = record or up.Record()
     fleet = Fleet(kube.connect(options))
     fleet.gateway.patience = RECONNECT_SECONDS  # once reached: a restart mid-drain is waited out
     fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
@@ -26,6 +36,7 @@ def run(node: str, timeout: float, force: bool, preflight: bool, options: kube.O
     refusals = [b.message for b in found if b.by_budget] if preflight else []
     if unmanaged or refusals:
         print(f"node/{node} not cordoned: " + "; ".join(unmanaged + refusals))
+        record.note(node, "not-cordoned", "; ".join(unmanaged + refusals))
         return FINDINGS
     fleet.patch_node(node, unschedulable=True)
     print(f"node/{node} cordoned")
@@ -34,6 +45,8 @@ def run(node: str, timeout: float, force: bool, preflight: bool, options: kube.O
         Drain(fleet, node, ROLES, timeout, force, say=progress.say, wait=progress.wait).run()
     except DrainTimeout as exc:
         print(f"{exc}\nnode/{node} stays cordoned: `kubectl uncordon {node}` to undo")
+        record.note(node, "cordoned", str(exc))
         return FINDINGS
     print(f"node/{node} drained")
+    record.note(node, "drained")
     return OK

@@ -8,7 +8,7 @@ and one pod or every pod of a namespace, and adds the scheduler's own PodSchedul
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.adapters import files, github, manifests, workloads
@@ -21,11 +21,11 @@ from reconciler.core.operator import Mode
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
+from reconciler.render import document
 from reconciler.render import explain as show
 
 # Inside the package, so it ships in the wheel with no packaging rule of its own.
 COMPAT_FILE = Path(__file__).resolve().parent.parent / "data" / "cuda-compat.json"
-OUTPUTS = (Output.TEXT.value, Output.JSON.value, Output.GITHUB.value)
 _ALIASES = {
     "Pod": ("pod", "pods", "po"),
     "Job": ("job", "jobs"),
@@ -36,21 +36,18 @@ _ALIASES = {
 KINDS = {alias: kind for kind, aliases in _ALIASES.items() for alias in (*aliases, kind.lower())}
 
 
-RENDERERS: dict[Output, Callable[[Sequence[Report]], str]] = {
-    Output.TEXT: show.as_text,
-    Output.JSON: show.as_json,
-}
-
-
 def run(target: str | None, namespace: str | None, source: NodeSource, output: Output) -> int:
     table = load_table()
     nodes, items = read(target, namespace, source)
     reports = [explain(item, nodes, table) for item in items]
+    code = exit_code(reports, output)
     if output is Output.GITHUB:
         github.publish(show.annotate(reports), show.summary(reports), show.closing(reports))
+    elif output.structured:
+        print(document.text(show.as_json(reports, code == OK), output))
     else:
-        print(RENDERERS[output](reports))
-    return exit_code(reports, output)
+        print(show.as_text(reports))
+    return code
 
 
 def exit_code(reports: Sequence[Report], output: Output) -> int:

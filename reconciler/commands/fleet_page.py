@@ -53,7 +53,8 @@ def run(
         history_note=history_note,
         notes=tuple(note.message for note in found.notes),
     )
-    print(page.html(facts, grid, states, history))
+    rows = fleet_page.node_rows(found.wants, parsed.tags(), states)
+    print(page.html(facts, grid, states, history, rows))
     return OK
 
 

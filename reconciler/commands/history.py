@@ -7,6 +7,7 @@ from pathlib import Path
 from reconciler.adapters import files, git
 from reconciler.commands import OK, Output
 from reconciler.errors import GpudrvError
+from reconciler.render import document
 from reconciler.render import history as show
 
 
@@ -15,5 +16,9 @@ def run(matrix_path: Path, output: Output) -> int:
     lifetimes = git.matrix_history(repo, repo_path)
     if not lifetimes and not files.absolute(matrix_path).exists():
         raise GpudrvError(f"{matrix_path}: no such file, and no commit on HEAD ever had it")
-    print(show.json_lines(show.as_json(lifetimes)) if output is Output.JSON else show.as_text(lifetimes))
+    if output.structured:
+        data = show.as_json(lifetimes, str(matrix_path))
+        print(show.json_lines(data) if output is Output.JSON else document.text(data, output))
+    else:
+        print(show.as_text(lifetimes))
     return OK

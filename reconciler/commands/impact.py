@@ -20,6 +20,7 @@ RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
     Output.TEXT: show.as_text,
     Output.MARKDOWN: show.as_markdown,
     Output.JSON: show.json_text,
+    Output.YAML: show.yaml_text,
 }
 
 

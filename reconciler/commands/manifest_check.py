@@ -11,6 +11,7 @@ from pathlib import Path
 from reconciler.adapters import github
 from reconciler.adapters.node_manifests import check
 from reconciler.commands import ERROR, OK, Output
+from reconciler.render import document
 from reconciler.render import manifests as show
 
 
@@ -18,6 +19,8 @@ def validate(folder: Path, output: Output) -> int:
     report = check(folder)
     if output is Output.GITHUB:
         github.publish(show.annotate(report), show.summary(report), report.verdict())
+    elif output.structured:
+        print(document.text(show.as_json(report), output))
     else:
         for problem in report.problems:
             print(problem.text())

@@ -10,6 +10,7 @@ from reconciler.commands import ERROR, OK, Output
 from reconciler.core import matrix
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
+from reconciler.render import document
 from reconciler.render import matrix as show
 
 
@@ -17,6 +18,8 @@ def validate(path: Path, output: Output = Output.TEXT) -> int:
     _, parsed = read_matrix(path)
     if output is Output.GITHUB:
         github.publish(show.annotate(path, parsed), show.summary(path, parsed), show.verdict(path, parsed))
+    elif output.structured:
+        print(document.text(show.as_json(path, parsed), output))
     else:
         for problem in parsed.problems:
             print(f"{path}:{problem.line}: {problem.message}")
@@ -25,12 +28,15 @@ def validate(path: Path, output: Output = Output.TEXT) -> int:
     return OK if parsed.ok else ERROR
 
 
-def add(path: Path, key: ImageKey) -> int:
+def add(path: Path, key: ImageKey, output: Output = Output.TEXT) -> int:
     problems = matrix.row_problems(key, schemas.load("matrix-row"))
     if problems:
         raise GpudrvError(f"refused {key.as_csv()}: {'; '.join(problems)}")
     # Read, check and write under one lock: two adds at once must not both append to the same text.
     [row] = matrix_file.append(path, [key])
+    if output.structured:
+        print(document.text(show.added_json(path, key, row.line, row.added), output))
+        return OK
     if not row.added:
         print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
         return OK

@@ -18,6 +18,7 @@ from reconciler.core import reads, rollout
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
+from reconciler.render import document
 from reconciler.render import upgrades as show
 
 
@@ -41,8 +42,12 @@ def run(
         return _operator_plan(fleet, contract, images, force, output, selector=selector)
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
-    print(show.plan_json(plans, images) if output is Output.JSON else show.plan_text(plans, images))
-    return FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
+    code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
+    if output.structured:
+        print(document.text(show.plan_json(plans, images, code == OK), output))
+    else:
+        print(show.plan_text(plans, images))
+    return code
 
 
 def _operator_plan(
@@ -64,10 +69,9 @@ def _operator_plan(
     ]
     pods = fleet.pods_on_nodes(moving)
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
-    text = (
-        show.moves_json(moves, found, images)
-        if output is Output.JSON
-        else show.moves_text(moves, found, images)
-    )
-    print(text)
-    return FINDINGS if any(move.blocked for move in moves) or found.notes else OK
+    code = FINDINGS if any(move.blocked for move in moves) or found.notes else OK
+    if output.structured:
+        print(document.text(show.moves_json(moves, found, images, code == OK), output))
+    else:
+        print(show.moves_text(moves, found, images))
+    return code

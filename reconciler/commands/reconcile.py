@@ -52,6 +52,7 @@ from reconciler.core.operator import Contract
 from reconciler.core.upgrade import ALL_STATES
 from reconciler.errors import GpudrvError
 from reconciler.render import audit as audit_text
+from reconciler.render import document
 from reconciler.render import reconcile as show
 
 log = logging.getLogger("gpudrv.reconcile")
@@ -568,7 +569,7 @@ def check(gateway: kube.Gateway, settings: Settings) -> access_api.Report:
 
 def check_access(settings: Settings, options: kube.Options, output: Output) -> int:
     report = check(kube.connect(options), settings)
-    print(show.access_json(report) if output is Output.JSON else show.access_text(report))
+    print(document.text(show.access_json(report), output) if output.structured else show.access_text(report))
     return OK if not report.missing and not report.excess else FINDINGS
 
 

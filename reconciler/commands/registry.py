@@ -16,6 +16,7 @@ from reconciler.core import registry as oci
 from reconciler.core.audit import audit_wants
 from reconciler.errors import GpudrvError
 from reconciler.render import audit as audit_show
+from reconciler.render import document
 from reconciler.render import registry as show
 
 
@@ -55,8 +56,8 @@ def verify(
             show.verify_summary(result, matrix_path),
             show.verdict(result),
         )
-    elif output is Output.JSON:
-        print(github.json_text(show.verify_json(result, matrix_path, added)))
+    elif output.structured:
+        print(document.text(show.verify_json(result, matrix_path, added), output))
     else:
         print(show.verify_text(result, matrix_path, added))
     return OK if result.ok else FINDINGS
@@ -76,8 +77,8 @@ def audit(
         github.publish(
             show.audit_annotations(result, repo), show.audit_summary(result, repo), show.audit_closing(result)
         )
-    elif output is Output.JSON:
-        print(github.json_text(show.audit_json(result, repo)))
+    elif output.structured:
+        print(document.text(show.audit_json(result, repo), output))
     else:
         print(audit_show.as_text(result))
     return OK if result.ok else FINDINGS

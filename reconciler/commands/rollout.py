@@ -23,7 +23,6 @@ from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
 from reconciler.commands import FINDINGS, OK, driver_resources
 from reconciler.commands import upgrades as up
-from reconciler.commands.apply_report import Report
 from reconciler.core import audit, budget, supervise
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind, Mode
@@ -63,53 +62,22 @@ def wanted(from_dir: Path) -> bool:
     return bool(operator_files.load_resources(from_dir))
 
 
-def run(settings: Settings, options: kube.Options, report: Report | None = None) -> int:
-    """The staged rollout; `report` (for -o json and github) gets each node's outcome."""
-    report = report or Report("operator")
-    rollout: list[Rollout] = []
-    try:
-        return _run(settings, options, report, rollout)
-    finally:
-        if rollout:
-            _outcomes(report, rollout[0])
-
-
-def _outcomes(report: Report, rollout: Rollout) -> None:
-    report.audit_ok = rollout.audit_ok
-    for node in rollout.last:
-        if node.name not in report.nodes:
-            continue
-        if node.skipped_by_someone_else and not node.done:
-            continue
-        status = (
-            "UPGRADED"
-            if node.done
-            else "FAILED"
-            if node.state == State.FAILED
-            else "HELD"
-            if node.held
-            else "PENDING"
-        )
-        report.set(node.name, status, node.want_image or "")
-
-
-def _run(settings: Settings, options: kube.Options, report: Report, made: list[Rollout]) -> int:
+def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+    """The staged rollout; `record` (-o json, yaml, github) gets the outcome of each node it moves."""
+    record = record or up.Record()
     declared = operator_files.load_resources(settings.from_dir)
     images = up.load_images(settings.matrix, settings.merged_ref)
     fleet = up.connect(options)
     if settings.release:
-        return _release_all(fleet, settings)
+        return _release_all(fleet, settings, record)
     version = settings.operator_version or operator_files.live_operator_version(fleet.gateway)
     contract = operator_files.offline_contract(settings.from_dir, version)
+    record.mode = str(contract.mode)
     rules = _policy(fleet, contract)
-    rollout = Rollout(fleet, contract, images, rules, settings, declared=declared)
-    made.append(rollout)
-    facts = rollout.read()
+    rollout = Rollout(fleet, contract, images, rules, settings, declared=declared, record=record)
+    facts = rollout.start()
     for node in supervise.user_skipped(facts):
         print(supervise.skipped_line(node.name), flush=True)
-        report.set(node.name, "SKIPPED", f"{SKIP}=true, not set by gpudrv")
-    for node in supervise.moving(facts):
-        report.set(node.name, "PENDING", node.want_image or "")
     if not _gate(facts, images):
         print("nothing was changed")
         return FINDINGS
@@ -130,6 +98,8 @@ def _run(settings: Settings, options: kube.Options, report: Report, made: list[R
         return FINDINGS
     if settings.dry_run:
         _show_plan(step, facts, found, settings)
+        for node in supervise.moving(facts):
+            record.note(node.name, "planned", node.want_image)
         print("dry run: nothing was changed")
         return OK
     return _stage(rollout, step, found)
@@ -218,7 +188,7 @@ def _show_plan(
         print(f"would hold: {name} -> {by_name[name].want_image} (skip label until the canary is done)")
 
 
-def _release_all(fleet: Fleet, settings: Settings) -> int:
+def _release_all(fleet: Fleet, settings: Settings, record: up.Record) -> int:
     held = [
         live.node.name
         for live in fleet.gpu_nodes(settings.selector)
@@ -227,6 +197,7 @@ def _release_all(fleet: Fleet, settings: Settings) -> int:
     for name in held:
         fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
         print(f"{name}: released (gpudrv's skip label removed)")
+        record.note(name, "released")
     print(f"released {len(held)} node(s) gpudrv held; the operator upgrades them now")
     return OK
 
@@ -241,12 +212,12 @@ class Rollout:
         settings: Settings,
         *,
         declared: list[DriverResource],
+        record: up.Record,
     ) -> None:
         self.fleet, self.contract, self.images, self.rules = fleet, contract, images, rules
-        self.settings, self.declared = settings, declared
+        self.settings, self.declared, self.record = settings, declared, record
         self.tracker = supervise.Tracker()
-        self.last: list[NodeFacts] = []  # the latest read
-        self.audit_ok: bool | None = None
+        self.named: frozenset[str] = frozenset()  # the rollout's nodes: moving or held by someone else
         self.budgets: list[budget.Budget] = []
 
     def read(self) -> list[NodeFacts]:
@@ -289,8 +260,32 @@ class Rollout:
                     events=tuple(events.get(name, ())),
                 )
             )
-        self.last = facts
+        self._note(facts)
         return facts
+
+    def start(self) -> list[NodeFacts]:
+        """The first read, which decides the rollout's nodes: those that move, and those someone else
+        holds (named once, left alone); a pool that keeps its driver is none of them."""
+        facts = self.read()
+        self.named = frozenset(n.name for n in [*supervise.moving(facts), *supervise.user_skipped(facts)])
+        self._note(facts)
+        return facts
+
+    def _note(self, facts: list[NodeFacts]) -> None:
+        """Each of the rollout's nodes as of this read, for -o json (the last read is the answer)."""
+        for node in facts:
+            if node.name not in self.named:
+                continue
+            if node.skipped_by_someone_else and not node.done:
+                self.record.note(node.name, "skipped", f"{SKIP}=true, not set by gpudrv")
+            elif node.done:
+                self.record.note(node.name, "done", node.want_image)
+            elif node.state == State.FAILED:
+                self.record.note(node.name, "failed", node.want_image)
+            elif node.held:
+                self.record.note(node.name, "held", node.want_image)
+            else:
+                self.record.note(node.name, "in-progress", node.state or None)
 
     def preflight(self, names: tuple[str, ...]) -> list[str]:
         """The budgets that would refuse the evictions of these nodes' pods, all together, now."""
@@ -421,7 +416,7 @@ class Rollout:
         live = [item.node for item in self.fleet.gpu_nodes(self.settings.selector)]
         found = operator_files.wants(self.contract, live)
         result = audit.audit_wants(found, self.images.working)
-        self.audit_ok = result.ok
+        self.record.audit = result
         print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))
         return OK if result.ok else FINDINGS
 

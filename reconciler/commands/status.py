@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 
-from reconciler.adapters import declared_nodes, github, manifests, operator
+from reconciler.adapters import declared_nodes, manifests, operator
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
@@ -16,14 +15,13 @@ from reconciler.core import fleet_page as fleet_page_data
 from reconciler.core.operator import Want
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
+from reconciler.render import document
 from reconciler.render import upgrades as show
 
 
 def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, output: Output) -> int:
     rows = status_rows(from_dir, matrix_path, source)
-    print(
-        github.json_text([asdict(row) for row in rows]) if output is Output.JSON else show.status_table(rows)
-    )
+    print(document.text(show.status_json(rows), output) if output.structured else show.status_table(rows))
     return OK
 
 
@@ -124,12 +122,12 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     found = operator.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
-    per_node = {
-        want.node.name: {"tag": want.tag, "upgrade_state": want.node.labels.get(tags.UPGRADE_STATE)}
+    per_node = [
+        {"node": want.node.name, "tag": want.tag, "upgrade_state": want.node.labels.get(tags.UPGRADE_STATE)}
         for want in found.wants
-    }
-    data = {"nodes": len(nodes), "skew": skew, "matrix_rows": len(parsed.rows), "per_node": per_node}
-    print(github.json_text(data) if output is Output.JSON else show.report_text(data))
+    ]
+    data = show.report_json(per_node, skew, len(parsed.rows))
+    print(document.text(data, output) if output.structured else show.report_text(data))
     return OK
 
 

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from reconciler.adapters.sources import NodeSource
-from reconciler.commands import OK
+from reconciler.commands import OK, Output
 from reconciler.core import operator
 from reconciler.errors import GpudrvError
+from reconciler.render import document
 
 
-def run(node_name: str, source: NodeSource) -> int:
+def run(node_name: str, source: NodeSource, output: Output = Output.TEXT) -> int:
     contract = source.contract()
     node = source.node(node_name)
     try:
@@ -17,5 +18,9 @@ def run(node_name: str, source: NodeSource) -> int:
         raise GpudrvError(exc.reason) from None
     if want.tag is None:
         raise GpudrvError(f"node {node.name}: {want.reason}")
-    print(want.tag)
+    if output.structured:
+        data = document.document("tag", True, node=node.name, tag=want.tag, image=want.image)
+        print(document.text(data, output))
+    else:
+        print(want.tag)
     return OK

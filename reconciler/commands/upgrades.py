@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import contextlib
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TextIO
 
-from reconciler.adapters import git, kube, manifests, schemas
+from reconciler.adapters import git, github, kube, manifests, schemas
 from reconciler.adapters.fleet import Fleet
 from reconciler.adapters.sources import valid_matrix
+from reconciler.commands import OK, Output
 from reconciler.core import budget, matrix, reads, upgrade
+from reconciler.core.audit import AuditResult
 from reconciler.core.diff import Budget as DeclaredBudget
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Images, LiveNode, NodePlan
 from reconciler.errors import GpudrvError
+from reconciler.render import document
+from reconciler.render import upgrades as show
 
 
 @dataclass(frozen=True)
@@ -105,3 +112,65 @@ def make_plans(desired: Desired, live: Live, images: Images, force: bool) -> lis
 
 def connect(options: kube.Options) -> Fleet:
     return Fleet(kube.connect(options))
+
+
+# --- apply and drain as data (-o json/yaml): progress on stderr, one object on stdout at the end ----
+
+
+@dataclass
+class Record:
+    """What an apply (or a drain) did, filled in as it goes: each node's outcome, the final audit."""
+
+    mode: str | None = None  # apply's: lab, or the GPU Operator's resource kind
+    nodes: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name: (outcome, detail)
+    audit: AuditResult | None = None
+
+    def note(self, name: str, outcome: str, detail: str | None = None) -> None:
+        self.nodes[name] = (outcome, detail)
+
+
+def as_data(output: Output, kind: str, run: Callable[[Record], int], **fields: Any) -> int:
+    """Run `run` with what it prints sent to stderr, unchanged, then print one object on stdout: the
+    record, the exit code's `ok`, and `summary`, the last line the run printed (its verdict)."""
+    record = Record()
+    last = _LastLine(sys.stderr)
+    with contextlib.redirect_stdout(last):
+        code = run(record)
+    mode = {"mode": record.mode} if record.mode is not None else {}
+    data = show.applied_json(kind, code == OK, last.line, record.nodes, record.audit, **mode, **fields)
+    print(document.text(data, output))
+    return code
+
+
+def with_summary(kind: str, run: Callable[[Record], int]) -> int:
+    """-o github: the run's lines as text, then a section of the job's step summary with each node's
+    outcome (a node someone else holds among them)."""
+    record = Record()
+    code = run(record)
+    rows = [
+        (github.code(name), outcome, github.text(detail or ""))
+        for name, (outcome, detail) in sorted(record.nodes.items())
+    ]
+    lead = "done" if code == OK else "not done: see the job log"
+    mode = f" ({record.mode})" if record.mode else ""
+    tables = (github.Table(("node", "outcome", "detail"), rows),) if rows else ()
+    github.append_summary(github.Summary(f"gpudrv {kind}{mode}: {lead}", tables=tables))
+    return code
+
+
+class _LastLine:
+    """A text stream that writes through to `raw` and keeps the last line written that is not blank."""
+
+    def __init__(self, raw: TextIO) -> None:
+        self.raw, self.line, self._partial = raw, "", ""
+
+    def write(self, text: str) -> int:
+        self.raw.write(text)
+        *complete, self._partial = (self._partial + text).replace("\r", "\n").split("\n")
+        for line in complete:
+            if line.strip():
+                self.line = line.strip()
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding, ...
+        return getattr(self.raw, name)

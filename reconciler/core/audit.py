@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 from reconciler.core.operator import DriverResource, FleetNote, Mode, Want, Wants
@@ -37,6 +37,7 @@ class AuditResult:
     findings: tuple[Finding, ...]
     mode: Mode = Mode.LAB
     notes: tuple[FleetNote, ...] = ()
+    tags: Mapping[str, str | None] = field(default_factory=dict)  # each audited node's tag, if it has one
 
     @property
     def ok(self) -> bool:
@@ -47,14 +48,23 @@ def audit(nodes: Iterable[Node], matrix_tags: frozenset[str]) -> AuditResult:
     """The lab's audit of the nodes labelled gpu.present=true, in node-name order."""
     gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
     findings = [finding for node in gpu_nodes if (finding := check(node, matrix_tags))]
-    return AuditResult(tuple(node.name for node in gpu_nodes), tuple(findings))
+    tags = {node.name: _tag_or_none(node) for node in gpu_nodes}
+    return AuditResult(tuple(node.name for node in gpu_nodes), tuple(findings), tags=tags)
+
+
+def _tag_or_none(node: Node) -> str | None:
+    try:
+        return tag(node)
+    except TagError:
+        return None
 
 
 def audit_wants(found: Wants, matrix_tags: frozenset[str]) -> AuditResult:
     """The audit of the images the driver contract gives each GPU node, with the fleet's notes."""
     findings = [finding for want in found.wants if (finding := check_want(want, matrix_tags))]
     audited = tuple(want.node.name for want in found.wants)
-    return AuditResult(audited, tuple(findings), found.contract.mode, found.notes)
+    tags = {want.node.name: want.tag for want in found.wants}
+    return AuditResult(audited, tuple(findings), found.contract.mode, found.notes, tags)
 
 
 def check(node: Node, matrix_tags: frozenset[str]) -> Finding | None:

@@ -175,6 +175,17 @@ class Progress:
     total: int
     counts: tuple[StateCount, ...]  # every GPU Operator state in its order (zeros too), then unknown values
     stuck: tuple[Stuck, ...]
+    nodes: tuple[NodeState, ...] = ()
+
+    @property
+    def present(self) -> tuple[StateCount, ...]:
+        """The states some node is at."""
+        return tuple(row for row in self.counts if row.count)
+
+    @property
+    def absent(self) -> tuple[StateCount, ...]:
+        """The states no node is at (the page folds them away)."""
+        return tuple(row for row in self.counts if not row.count)
 
 
 def phase_of(state: str | None) -> Phase:
@@ -192,9 +203,11 @@ def progress(nodes: Iterable[NodeState]) -> Progress:
     says something holds (a recorded failure, a budget refusing its drain)."""
     counts: dict[str | None, int] = {}
     stuck: list[Stuck] = []
+    seen: list[NodeState] = []
     total = 0
     for node in nodes:
         total += 1
+        seen.append(node)
         counts[node.state] = counts.get(node.state, 0) + 1
         if reason := _stuck_reason(node):
             stuck.append(Stuck(node.name, node.state or NO_STATE, reason))
@@ -204,7 +217,9 @@ def progress(nodes: Iterable[NodeState]) -> Progress:
         StateCount(NO_STATE if state is None else str(state), phase_of(state), counts.get(state, 0))
         for state in (*known, *unknown)
     ]
-    return Progress(total, tuple(rows), tuple(sorted(stuck, key=lambda item: natural(item.node))))
+    return Progress(
+        total, tuple(rows), tuple(sorted(stuck, key=lambda item: natural(item.node))), tuple(seen)
+    )
 
 
 def _stuck_reason(node: NodeState) -> str | None:
@@ -221,6 +236,47 @@ def _stuck_reason(node: NodeState) -> str | None:
 def reasons_by_node(annotations: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
     """The recorded upgrade failures (offline, that is all gpudrv can say holds a node)."""
     return {name: reason for name, notes in annotations.items() if (reason := notes.get(FAILURE))}
+
+
+# --- every node ----------------------------------------------------------------------------------------
+
+
+class Status(StrEnum):
+    OK = "OK"
+    MISSING = "MISSING"
+    INVALID = "INVALID"  # no tag: the labels or the driver contract give none
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    """One GPU node on the page: the image it needs, whether the matrix has it, where its upgrade is."""
+
+    node: str
+    tag: str | None
+    image: str | None  # the GPU Operator's full reference (None in the lab)
+    status: Status
+    reason: str | None  # INVALID: why there is no tag
+    state: str | None  # the upgrade-state label
+    held: str | None  # what gpudrv says holds it (a stuck node's reason)
+
+
+def node_rows(wants: Iterable[Want], matrix_tags: frozenset[str], states: Progress) -> tuple[NodeRow, ...]:
+    """Every GPU node, in natural name order (node-9 before node-10)."""
+    held = {item.node: item.reason for item in states.stuck}
+    label = {item.name: item.state for item in states.nodes}
+    rows = [
+        NodeRow(
+            want.node.name,
+            want.tag,
+            want.image,
+            Status.INVALID if want.tag is None else Status.OK if want.tag in matrix_tags else Status.MISSING,
+            want.reason if want.tag is None else None,
+            label.get(want.node.name),
+            held.get(want.node.name),
+        )
+        for want in wants
+    ]
+    return tuple(sorted(rows, key=lambda row: natural(row.node)))
 
 
 # --- changes -----------------------------------------------------------------------------------------

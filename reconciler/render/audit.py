@@ -13,6 +13,7 @@ from typing import Any
 from reconciler.adapters import github
 from reconciler.core.audit import AuditResult, Finding, Status
 from reconciler.core.operator import DriverResource, FleetNote, Mode
+from reconciler.render import document
 
 SHOWN_NODES = 10  # past this many, an annotation counts the nodes instead of naming them all
 
@@ -23,14 +24,32 @@ def as_text(result: AuditResult) -> str:
     return "\n".join(lines) if lines else "OK"
 
 
-def as_json(result: AuditResult) -> dict[str, Any]:
-    return {
-        "ok": result.ok,
-        "mode": str(result.mode),
-        "audited": list(result.audited),
-        "findings": [_finding(f) for f in result.findings],
-        "notes": [_note(note) for note in result.notes],
-    }
+def as_json(result: AuditResult, **source: str) -> dict[str, Any]:
+    """The audit as render/document.py's contract; `source` names what was looked in: matrix= or registry=."""
+    return document.document(
+        "audit",
+        result.ok,
+        mode=str(result.mode),
+        **source,
+        node_count=len(result.audited),
+        missing_count=sum(f.status is Status.MISSING for f in result.findings),
+        nodes=nodes(result),
+        findings=findings_json(result),
+        notes=[note_json(note) for note in result.notes],
+    )
+
+
+def nodes(result: AuditResult) -> list[dict[str, Any]]:
+    """Every audited node: OK, MISSING or INVALID, and the tag it needs (None when INVALID)."""
+    status = {finding.node: str(finding.status) for finding in result.findings}
+    tags = result.tags
+    return [
+        {"node": name, "status": status.get(name, "OK"), "tag": tags.get(name)} for name in result.audited
+    ]
+
+
+def findings_json(result: AuditResult) -> list[dict[str, Any]]:
+    return [_finding(finding) for finding in result.findings]
 
 
 def _finding(finding: Finding) -> dict[str, Any]:
@@ -52,8 +71,8 @@ def _resource(item: DriverResource | None) -> dict[str, Any] | None:
     return {"kind": str(item.kind), "name": item.name, "version": item.version, "origin": item.version_origin}
 
 
-def _note(note: FleetNote) -> dict[str, Any]:
-    return {"message": note.message, "resource": _resource(note.resource), "nodes": list(note.nodes)}
+def note_json(note: FleetNote) -> dict[str, Any]:
+    return {"message": note.message, "resource": _resource(note.resource), "node_names": list(note.nodes)}
 
 
 # --- GitHub: an error where the fix goes, a table in the step summary ------------------------------

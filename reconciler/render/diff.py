@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.adapters import github
 from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, ResourceDrift, State
+from reconciler.render import document
 
 RED, GREEN, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[0m"
 Paint = Callable[[str, str], str]
@@ -28,13 +29,16 @@ def as_text(drift: Drift, desired_dir: Path, paint: Paint) -> str:
 
 
 def as_json(drift: Drift) -> dict[str, Any]:
-    return {
-        "drift": drift.found,
-        "nodes": [
+    """`ok` false: drift. `state` of each object: absent (declared, not live), undeclared (live, not
+    declared) or changed."""
+    return document.document(
+        "diff",
+        not drift.found,
+        nodes=[
             {"node": n.node, "state": str(n.state), "origin": n.origin, "labels": _changes(n.labels, "key")}
             for n in drift.nodes
         ],
-        "budgets": [
+        budgets=[
             {
                 "namespace": b.namespace,
                 "name": b.name,
@@ -44,7 +48,7 @@ def as_json(drift: Drift) -> dict[str, Any]:
             }
             for b in drift.budgets
         ],
-        "drivers": [
+        drivers=[
             {
                 "kind": r.kind,
                 "name": r.name,
@@ -54,7 +58,7 @@ def as_json(drift: Drift) -> dict[str, Any]:
             }
             for r in drift.resources
         ],
-    }
+    )
 
 
 def _node_block(node: NodeDrift, desired_dir: Path, paint: Paint) -> list[str]:

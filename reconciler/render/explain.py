@@ -8,6 +8,7 @@ from typing import Any
 from reconciler.adapters import github
 from reconciler.core import cuda
 from reconciler.core.explain import Report
+from reconciler.render import document
 
 # --- text ----------------------------------------------------------------------------------------
 
@@ -31,21 +32,26 @@ def _text_lines(report: Report) -> Iterator[str]:
 # --- json ----------------------------------------------------------------------------------------
 
 
-def as_json(reports: Sequence[Report]) -> str:
-    return github.json_text([_json(report) for report in reports])
+def as_json(reports: Sequence[Report], ok: bool) -> dict[str, Any]:
+    return document.document(
+        "explain", ok, workload_count=len(reports), workloads=[_json(report) for report in reports]
+    )
 
 
 def _json(report: Report) -> dict[str, Any]:
-    item = report.workload
+    """A workload, and every node it was weighed against: fits, or the reason it does not."""
+    item, fit = report.workload, report.fit
+    nodes = [{"node": name, "fits": True, "reason": None} for name in fit.nodes]
+    nodes += [{"node": name, "fits": False, "reason": reason} for name, reason in fit.reasons.items()]
     return {
         "kind": item.kind,
         "namespace": item.namespace,
         "name": item.name,
-        "nodes": list(report.fit.nodes),
-        "reasons": dict(report.fit.reasons),
-        "scheduler": item.scheduler,
-        "cuda": [_finding(finding) for finding in report.findings],
         "origin": item.origin,
+        "fits": bool(fit.nodes),
+        "nodes": sorted(nodes, key=lambda node: str(node["node"])),
+        "scheduler": item.scheduler,
+        "findings": [_finding(finding) for finding in report.findings],
     }
 
 
@@ -54,7 +60,7 @@ def _finding(finding: cuda.Finding) -> dict[str, Any]:
         "severity": str(finding.severity),
         "image": finding.image,
         "cuda": finding.cuda,
-        "nodes": list(finding.nodes),
+        "node_names": list(finding.nodes),
         "message": finding.message,
     }
 

@@ -13,13 +13,14 @@ no line of it can read as a GitHub Actions workflow command: values have `[`, CR
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from reconciler.core.fleet_page import Change, Coverage, Phase, Progress
+from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -30,6 +31,7 @@ MAX_STUCK = 500
 MAX_CHANGES_LISTED = 50
 MAX_NODES_PER_IMAGE = 12
 MAX_LABELLED_POINTS = 12
+OPEN_NODES = 200  # the node table starts folded past this many nodes
 DENSE_POINTS = 120  # past this, small points without an outline: outlines would hide the line
 
 
@@ -229,30 +231,84 @@ def _short_label(change: Change) -> str:
 
 
 def _y_values(top_value: int) -> list[int]:
-    if top_value <= 4:
-        return list(range(top_value + 1))
-    return [0, top_value // 4, top_value // 2, 3 * top_value // 4, top_value]
+    """Whole rows at an even, round step (1, 2 or 5 times a power of ten), at most five intervals:
+    every tick up to the top, none skipped (0 1 2 3 4 5, never 0 1 2 3 5)."""
+    step = next(
+        nice
+        for power in (10**exponent for exponent in range(len(str(top_value)) + 1))
+        for nice in (power, 2 * power, 5 * power)
+        if top_value % nice == 0 and top_value // nice <= 5
+    )
+    return list(range(0, top_value + 1, step))
 
 
-def _x_ticks(start: float, end: float, left: int, right: int, count: int = 6) -> tuple[Tick, ...]:
-    first = datetime.fromtimestamp(start, UTC)
-    step = timedelta(seconds=(end - start) / (count - 1))
-    ticks = []
-    for index in range(count):
-        moment = first + step * index
-        at = left + (moment.timestamp() - start) / (end - start) * (right - left)
-        anchor = "start" if index == 0 else "end" if index == count - 1 else "middle"
-        ticks.append(Tick(round(at, 2), moment.strftime("%Y-%m-%d"), anchor))
-    return tuple(ticks)
+# Calendar steps for the time axis, finest first: the first that gives at most MAX_X_TICKS is used, so
+# every label is a distinct day, month or year (never the same date twice).
+X_STEPS: tuple[tuple[int, str], ...] = (
+    (1, "day"), (2, "day"), (7, "day"), (14, "day"),
+    (1, "month"), (2, "month"), (3, "month"), (6, "month"),
+    (1, "year"), (2, "year"), (5, "year"), (10, "year"), (25, "year"), (50, "year"), (100, "year"),
+)  # fmt: skip
+MAX_X_TICKS = 7
+_FORMATS = {"day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}
+
+
+def _x_ticks(start: float, end: float, left: int, right: int) -> tuple[Tick, ...]:
+    """Ticks on whole days, months or years within [start, end] (UTC); the labels at the edges are
+    anchored so they stay inside the chart."""
+    first, last = datetime.fromtimestamp(start, UTC), datetime.fromtimestamp(end, UTC)
+    moments: list[datetime] = []
+    for size, unit in X_STEPS:
+        moments = _calendar(first, last, size, unit)
+        if len(moments) <= MAX_X_TICKS:
+            ticks = []
+            for moment in moments:
+                at = left + (moment.timestamp() - start) / (end - start) * (right - left)
+                anchor = "start" if at - left < 40 else "end" if right - at < 40 else "middle"
+                ticks.append(Tick(round(at, 2), moment.strftime(_FORMATS[unit]), anchor))
+            return tuple(ticks)
+    return ()
+
+
+def _calendar(first: datetime, last: datetime, size: int, unit: str) -> list[datetime]:
+    """Every `size` days (from the first midnight), months or years (on multiples of `size`) from
+    `first` to `last`."""
+    if unit == "day":
+        day = datetime(first.year, first.month, first.day, tzinfo=UTC)
+        day += timedelta(days=1) if day < first else timedelta()
+        count = int((last - day) / timedelta(days=size)) + 1 if day <= last else 0
+        return [day + timedelta(days=size * index) for index in range(count)]
+    months = 12 if unit == "year" else 1
+    index = first.year * 12 + first.month - 1  # months since year 0
+    index += -index % (size * months)
+    found = []
+    while (moment := datetime(index // 12, index % 12 + 1, 1, tzinfo=UTC)) <= last:
+        if moment >= first:
+            found.append(moment)
+        index += size * months
+    return found
 
 
 # --- the page ----------------------------------------------------------------------------------------
 
 
-def html(facts: Facts, grid: Coverage, states: Progress, history: Sequence[Change] | None) -> str:
+def html(
+    facts: Facts,
+    grid: Coverage,
+    states: Progress,
+    history: Sequence[Change] | None,
+    nodes: Sequence[NodeRow] = (),
+) -> str:
     """The whole page. `history` None: there is none to show, and facts.history_note says why."""
     newest_first = list(reversed(history or ()))
+    colored = list(zip(states.counts, state_colors(states), strict=True))
     context: dict[str, Any] = {
+        "shown_states": [(row, color) for row, color in colored if row.count],
+        "folded_states": [(row, color) for row, color in colored if not row.count],
+        "node_rows": nodes,
+        "bad_nodes": sum(row.status is not Status.OK or row.held is not None for row in nodes),
+        "open_nodes": OPEN_NODES,
+        "fix_command": lambda tag: fix_command(facts.matrix, tag),
         "facts": facts,
         "grid": grid,
         "missing": grid.missing,
@@ -271,12 +327,31 @@ def html(facts: Facts, grid: Coverage, states: Progress, history: Sequence[Chang
     return page.encode("ascii", "xmlcharrefreplace").decode("ascii")
 
 
+def fix_command(matrix: str, tag: str) -> str:
+    """The command that adds a missing image's row, quoted for a shell (a tag or path from outside may
+    hold anything)."""
+    return f"gpudrv matrix add --matrix {shlex.quote(matrix)} --tag {shlex.quote(tag)}"
+
+
+def plural(number: int, noun: str) -> str:
+    return noun if number == 1 else f"{noun}s"
+
+
+def count(number: int, noun: str) -> str:
+    """`1 node`, `2 nodes`."""
+    return f"{number} {plural(number, noun)}"
+
+
+def verb(number: int, one: str, many: str) -> str:
+    return one if number == 1 else many
+
+
 @cache
 def _environment() -> Environment:
     # Imported here: the other commands do not pay for Jinja2.
     from jinja2 import Environment, PackageLoader, StrictUndefined
 
-    return Environment(
+    environment = Environment(
         loader=PackageLoader("reconciler.render", "templates"),
         autoescape=True,
         undefined=StrictUndefined,
@@ -284,6 +359,8 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         finalize=_finalize,
     )
+    environment.filters.update(plural=plural, count=count, verb=verb)
+    return environment
 
 
 def _finalize(value: object) -> object:

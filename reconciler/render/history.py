@@ -1,4 +1,4 @@
-"""`gpudrv matrix history` output: a table, or JSON one object per line."""
+"""`gpudrv matrix history` output: a table, or the rows as data (in JSON one row per line)."""
 
 from __future__ import annotations
 
@@ -7,32 +7,33 @@ from typing import Any
 
 from reconciler.adapters import github
 from reconciler.core.history import CommitInfo, Lifetime
-from reconciler.render import table
+from reconciler.render import document, table
+from reconciler.render.matrix import key_json
 
 HEADER = ("ROW", "ADDED", "REMOVED")
 
 
-def json_lines(entries: Sequence[dict[str, Any]]) -> str:
-    """A JSON list with one object per line: greppable, and the C encoder (indent= is pure Python,
-    several times slower on a long history)."""
-    return (
-        "[\n" + ",\n".join(f"  {github.json_text(entry, indent=None)}" for entry in entries) + "\n]"
-        if entries
-        else "[]"
-    )
+def json_lines(value: dict[str, Any]) -> str:
+    """The document as JSON with one row per line: greppable, and the C encoder (indent= is pure
+    Python, several times slower on a long history)."""
+    rows = value["rows"]
+    head = [f"  {github.json_text(key, indent=None)}: {github.json_text(item, indent=None)}"
+            for key, item in value.items() if key != "rows"]  # fmt: skip
+    lines = ",\n".join(f"    {github.json_text(row, indent=None)}" for row in rows)
+    tail = '"rows": [\n' + lines + "\n  ]" if rows else '"rows": []'
+    return "{\n" + ",\n".join([*head, "  " + tail]) + "\n}"
 
 
-def as_json(lifetimes: Sequence[Lifetime]) -> list[dict[str, Any]]:
-    return [
+def as_json(lifetimes: Sequence[Lifetime], matrix_path: str) -> dict[str, Any]:
+    rows = [
         {
-            "driver_branch": life.key.driver_branch,
-            "kernel": life.key.kernel,
-            "os_tag": life.key.os_tag,
+            **key_json(life.key),
             "added": _commit(life.added),
             "removed": None if life.removed is None else _commit(life.removed),
         }
         for life in lifetimes
     ]
+    return document.document("matrix-history", True, matrix=matrix_path, rows=rows)
 
 
 def as_text(lifetimes: Sequence[Lifetime]) -> str:

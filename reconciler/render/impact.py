@@ -14,6 +14,8 @@ from typing import Any
 from reconciler.adapters import github
 from reconciler.core.impact import Impact, NodeImpact
 from reconciler.core.tags import ImageKey
+from reconciler.render import document
+from reconciler.render.matrix import key_json
 
 ARROW = "\u2192"
 
@@ -38,14 +40,17 @@ def as_markdown(result: Impact, base: str, path: str) -> str:
 
 
 def as_json(result: Impact, base: str, path: str) -> dict[str, Any]:
-    return {
-        "base": base,
-        "matrix": path,
-        "added": [_key(key) for key in result.added],
-        "removed": [_key(key) for key in result.removed],
-        "nodes": [_node(node) for node in result.nodes],
-        "broken": [node.node for node in result.broken],
-    }
+    return document.document(
+        "matrix-impact",
+        not result.broken,
+        base=base,
+        matrix=path,
+        added=[key_json(key) for key in result.added],
+        removed=[key_json(key) for key in result.removed],
+        node_count=len(result.nodes),
+        nodes=[_node(node) for node in result.nodes],
+        findings=[_node(node) for node in result.broken],  # the nodes that would lose their image
+    )
 
 
 def _subject(node: NodeImpact) -> str:
@@ -69,10 +74,6 @@ def _node_cells(node: NodeImpact, name: Callable[[str], str]) -> tuple[str, str,
     return name(node.node), subject, node.before, after
 
 
-def _key(key: ImageKey) -> dict[str, str]:
-    return {"driver_branch": key.driver_branch, "kernel": key.kernel, "os_tag": key.os_tag, "tag": key.tag}
-
-
 def _node(node: NodeImpact) -> dict[str, Any]:
     return {
         "node": node.node,
@@ -80,11 +81,17 @@ def _node(node: NodeImpact) -> dict[str, Any]:
         "reason": node.reason,
         "before": node.before,
         "after": node.after,
+        "changed": node.changed,
+        "broken": node.broken,
     }
 
 
 def json_text(result: Impact, base: str, path: str) -> str:
-    return github.json_text(as_json(result, base, path))
+    return document.text(as_json(result, base, path), "json")
+
+
+def yaml_text(result: Impact, base: str, path: str) -> str:
+    return document.text(as_json(result, base, path), "yaml")
 
 
 # --- GitHub: the matrix file for a removed row a node still needs, the line of a row that helps ----

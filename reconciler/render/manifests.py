@@ -1,9 +1,26 @@
-"""`gpudrv manifests validate` output for GitHub: an annotation per problem, a table in the step summary."""
+"""`gpudrv manifests validate` output for GitHub (an annotation per problem, a table in the step summary)
+and as data."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from reconciler.adapters import github
 from reconciler.adapters.node_manifests import Report
+from reconciler.render import document
+
+
+def as_json(report: Report) -> dict[str, Any]:
+    return document.document(
+        "manifests-validate",
+        not report.problems,
+        folder=str(report.folder),
+        manifest_count=report.nodes,
+        findings=[
+            {"origin": f"{p.file}:{p.line}", "file": str(p.file), "line": p.line, "message": p.message}
+            for p in report.problems
+        ],
+    )
 
 
 def annotate(report: Report) -> list[github.Annotation]:

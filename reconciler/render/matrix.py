@@ -1,11 +1,15 @@
-"""`gpudrv matrix validate` output: a verdict line, or GitHub annotations and a step summary."""
+"""`gpudrv matrix validate` output: a verdict line, the rows and problems as data, or GitHub annotations
+and a step summary; `gpudrv matrix add` as data."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters import github
 from reconciler.core import matrix
+from reconciler.core.tags import ImageKey
+from reconciler.render import document
 
 
 def verdict(path: Path, parsed: matrix.Matrix) -> str:
@@ -31,3 +35,27 @@ def summary(path: Path, parsed: matrix.Matrix) -> github.Summary:
     problems = github.count(len(parsed.problems), "problem")
     lead = f"{where} has {problems}; gpudrv refuses to read it until they are fixed."
     return github.Summary("gpudrv matrix validate: invalid", lead, (table,))
+
+
+def as_json(path: Path, parsed: matrix.Matrix) -> dict[str, Any]:
+    return document.document(
+        "matrix-validate",
+        parsed.ok,
+        matrix=str(path),
+        row_count=len(parsed.rows),
+        rows=[{**key_json(row.key), "line": row.line} for row in parsed.rows],
+        findings=[
+            {"origin": f"{path}:{problem.line}", "line": problem.line, "message": problem.message}
+            for problem in parsed.problems
+        ],
+    )
+
+
+def key_json(key: ImageKey) -> dict[str, str]:
+    """A matrix row, the same in every command's data: its three cells and the image tag they make."""
+    return {"driver_branch": key.driver_branch, "kernel": key.kernel, "os_tag": key.os_tag, "tag": key.tag}
+
+
+def added_json(path: Path, key: ImageKey, line: int, added: bool) -> dict[str, Any]:
+    row = {**key_json(key), "line": line}
+    return document.document("matrix-add", True, matrix=str(path), added=added, row=row)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from reconciler.adapters.access import Answer, Report
 from reconciler.core.audit import Finding
 from reconciler.core.fleetwatch import Change, Kind
+from reconciler.render import document
 
 PULL_BACKOFF = "its driver pod would be stuck in ImagePullBackOff"
 
@@ -63,7 +64,7 @@ def access_text(report: Report) -> str:
     return "\n".join(lines)
 
 
-def access_json(report: Report) -> str:
+def access_json(report: Report) -> dict[str, Any]:
     def item(answer: Answer) -> dict[str, object]:
         return {
             "operation": answer.access.text(),
@@ -73,10 +74,10 @@ def access_json(report: Report) -> str:
             "why": answer.access.why,
         }
 
-    document = {
-        "user": report.user,
-        "ok": not report.missing and not report.excess,
-        "needed": [item(answer) for answer in report.needed],
-        "unneeded": [item(answer) for answer in report.excessive],
-    }
-    return json.dumps(document, indent=2)
+    return document.document(
+        "reconcile-check-access",
+        not report.missing and not report.excess,
+        user=report.user,
+        needed=[item(answer) for answer in report.needed],
+        unneeded=[item(answer) for answer in report.excessive],
+    )

@@ -17,6 +17,7 @@ from reconciler.core.audit import AuditResult, Finding, Status
 from reconciler.core.operator import Mode
 from reconciler.core.registry import Repository, Verification
 from reconciler.render import audit as audit_show
+from reconciler.render import document
 
 SHOWN_NODES = audit_show.SHOWN_NODES
 
@@ -47,22 +48,29 @@ def verdict(result: Verification) -> str:
 
 def verify_json(result: Verification, path: Path, added: Sequence[Appended] = ()) -> dict[str, Any]:
     repository = result.repository
-    return {
-        "ok": result.ok,
-        "registry": str(repository),
-        "matrix": str(path),
-        "checked": result.checked,
-        "present": result.present,
-        "missing": [
-            {"tag": row.key.tag, "image": repository.reference(row.key.tag), "line": row.line}
+    return document.document(
+        "matrix-verify",
+        result.ok,
+        registry=str(repository),
+        matrix=str(path),
+        row_count=result.checked,
+        present_count=result.present,
+        findings=[
+            {
+                "status": "MISSING",
+                "tag": row.key.tag,
+                "image": repository.reference(row.key.tag),
+                "origin": f"{path}:{row.line}",
+                "line": row.line,
+            }
             for row in result.missing
         ],
-        "extra": None
+        extra=None
         if result.extra is None
         else [{"tag": extra.tag, "image": repository.reference(extra.tag)} for extra in result.extra],
-        "other_tags": result.other_tags if result.extra is not None else None,
-        "added": [{"tag": item.key.tag, "line": item.line} for item in added if item.added],
-    }
+        other_tag_count=result.other_tags if result.extra is not None else None,
+        added=[{"tag": item.key.tag, "line": item.line} for item in added if item.added],
+    )
 
 
 def verify_annotations(
@@ -124,7 +132,7 @@ def with_references(result: AuditResult, repository: Repository) -> AuditResult:
 
 
 def audit_json(result: AuditResult, repository: Repository) -> dict[str, Any]:
-    return {**audit_show.as_json(result), "registry": str(repository)}
+    return audit_show.as_json(result, registry=str(repository))
 
 
 def audit_annotations(result: AuditResult, repository: Repository) -> list[github.Annotation]:

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.adapters import github
+from reconciler.core.audit import AuditResult
 from reconciler.core.operator import Wants
 from reconciler.core.rollout import Move
-from reconciler.core.upgrade import Images, NodePlan
-from reconciler.render import table
+from reconciler.core.upgrade import Gate, Images, NodePlan
+from reconciler.render import audit as audit_show
+from reconciler.render import document, table
 
 
 def plan_text(plans: Sequence[NodePlan], images: Images) -> str:
@@ -42,28 +43,39 @@ def _node_lines(plan: NodePlan) -> list[str]:
     return lines
 
 
-def plan_json(plans: Sequence[NodePlan], images: Images) -> str:
-    data = {
-        "ref": images.ref,
-        "matrix": images.path,
-        "blocked": any(plan.blocked for plan in plans),
-        "nodes": [_plan_dict(plan) for plan in plans],
-    }
-    return github.json_text(data)
+def plan_json(plans: Sequence[NodePlan], images: Images, ok: bool) -> dict[str, Any]:
+    return document.document(
+        "plan",
+        ok,
+        mode="lab",
+        ref=images.ref,
+        matrix=images.path,
+        blocked=any(plan.blocked for plan in plans),
+        node_count=len(plans),
+        nodes=[_plan_dict(plan) for plan in plans],
+        notes=[],
+    )
 
 
 def _plan_dict(plan: NodePlan) -> dict[str, Any]:
     return {
         "node": plan.node,
+        "resource": None,
         "live_driver": plan.live_driver.version if plan.live_driver else None,
         "target_driver": plan.target.version,
         "target_tag": plan.target_tag,
-        "state": plan.state,
+        "image": None,
+        "upgrade_state": plan.state,
         "steps": list(plan.steps),
         "cordoned_before": plan.cordoned_before,
         "blocked": plan.blocked,
-        "gates": [{"name": g.name, "ok": g.ok, "detail": g.detail} for g in plan.gates],
+        "skipped": plan.skipped,
+        "gates": _gates(plan.gates),
     }
+
+
+def _gates(gates: Sequence[Gate]) -> list[dict[str, Any]]:
+    return [{"name": str(g.name), "ok": g.ok, "detail": g.detail} for g in gates]
 
 
 @dataclass(frozen=True)
@@ -96,12 +108,35 @@ def status_table(rows: list[Row]) -> str:
     return table.columns(cells)
 
 
-def report_text(data: dict[str, object]) -> str:
-    lines = [f"NODES={data['nodes']}", f"SKEW={data['skew']}", f"MATRIX_ROWS={data['matrix_rows']}"]
-    per_node = data["per_node"]
-    assert isinstance(per_node, dict)
-    for name, facts in per_node.items():
-        key = re.sub(r"[^A-Za-z0-9]", "_", name).upper()
+def status_json(rows: list[Row]) -> dict[str, Any]:
+    nodes = [
+        {
+            "node": r.node,
+            "live_driver": r.driver,
+            "target_driver": r.desired,
+            "tag": r.tag,
+            "in_matrix": r.in_matrix,
+            "upgrade_state": r.state,
+            "schedulable": r.schedulable,
+            "blocker": r.blocker,
+        }
+        for r in rows
+    ]
+    return document.document("status", True, node_count=len(rows), nodes=nodes)
+
+
+def report_json(nodes: list[dict[str, Any]], missing: int, rows: int) -> dict[str, Any]:
+    """The lab's final report as data: NODES is node_count, SKEW missing_count, MATRIX_ROWS row_count."""
+    return document.document(
+        "report", True, node_count=len(nodes), missing_count=missing, row_count=rows, nodes=nodes
+    )
+
+
+def report_text(data: dict[str, Any]) -> str:
+    lines = [f"NODES={data['node_count']}", f"SKEW={data['missing_count']}"]
+    lines.append(f"MATRIX_ROWS={data['row_count']}")
+    for facts in data["nodes"]:
+        key = re.sub(r"[^A-Za-z0-9]", "_", facts["node"]).upper()
         lines.append(f"{key}_TAG={facts['tag'] or ''}")
         lines.append(f"{key}_UPGRADE_STATE={facts['upgrade_state'] or ''}")
     return "\n".join(lines)
@@ -139,25 +174,60 @@ def _move_lines(move: Move) -> list[str]:
     return lines
 
 
-def moves_json(moves: Sequence[Move], found: Wants, images: Images) -> str:
-    data = {
-        "ref": images.ref,
-        "matrix": images.path,
-        "mode": str(found.contract.mode),
-        "blocked": any(move.blocked for move in moves),
-        "nodes": [
+def moves_json(moves: Sequence[Move], found: Wants, images: Images, ok: bool) -> dict[str, Any]:
+    return document.document(
+        "plan",
+        ok,
+        mode=str(found.contract.mode),
+        ref=images.ref,
+        matrix=images.path,
+        blocked=any(move.blocked for move in moves),
+        node_count=len(moves),
+        nodes=[
             {
                 "node": move.node,
                 "resource": move.resource.ref if move.resource else None,
                 "live_driver": move.running,
                 "target_driver": move.target,
-                "image": move.image,
                 "target_tag": move.tag,
+                "image": move.image,
                 "blocked": move.blocked,
-                "gates": [{"name": g.name, "ok": g.ok, "detail": g.detail} for g in move.gates],
+                "skipped": False,
+                "gates": _gates(move.gates),
             }
             for move in moves
         ],
-        "notes": [note.message for note in found.notes],
-    }
-    return github.json_text(data)
+        notes=[audit_show.note_json(note) for note in found.notes],
+    )
+
+
+# --- apply and drain as data ---------------------------------------------------------------------
+
+OUTCOMES = ("upgraded", "done", "planned", "blocked", "failed", "skipped", "held", "released", "in-progress",
+            "cordoned", "drained", "not-cordoned")  # fmt: skip
+
+
+def applied_json(
+    kind: str,
+    ok: bool,
+    summary: str,
+    outcomes: Mapping[str, tuple[str, str | None]],
+    audit: AuditResult | None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """What an apply or a drain did: each node's outcome (OUTCOMES) and detail, the final audit's
+    findings (`audited` false when the run ended before it), and `summary`, the run's last line."""
+    nodes = [
+        {"node": name, "outcome": outcome, "detail": detail}
+        for name, (outcome, detail) in sorted(outcomes.items())
+    ]
+    return document.document(
+        kind,
+        ok,
+        **fields,
+        node_count=len(nodes),
+        nodes=nodes,
+        audited=audit is not None,
+        findings=[] if audit is None else audit_show.findings_json(audit),
+        summary=summary,
+    )

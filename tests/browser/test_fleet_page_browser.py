@@ -6,6 +6,7 @@ fetched, the console stays empty, markup in a value shows as text, and it prints
 from __future__ import annotations
 
 import base64
+import itertools
 import struct
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,21 @@ LOOK = """
     points: document.querySelectorAll('#history-chart circle').length,
     bar: [...document.querySelectorAll('#state-bar rect')].map((r) => r.getBBox().width),
     images: document.querySelectorAll('img, script, iframe, object, embed, link').length,
+    nodeRows: [...document.querySelectorAll('#node-table tbody tr')].map((tr) => ({
+      cells: [...tr.querySelectorAll('td')].map((td) => td.innerText.trim()), kind: tr.className,
+    })),
+    nodeSummary: document.querySelector('#node-table summary').innerText.trim(),
+    fixes: [...document.querySelectorAll('#missing-images tbody tr')].map((tr) => ({
+      tag: tr.querySelector('td code').innerText.trim(), fix: tr.querySelector('code.fix').innerText.trim(),
+    })),
+    states: [...document.querySelectorAll('#states li')].map((li) => li.innerText.trim()),
+    foldedStates: [...document.querySelectorAll('#empty-states li')].map((li) => ({
+      text: li.textContent.trim(), shown: li.checkVisibility(),
+    })),
+    xTicks: [...document.querySelectorAll('#history-chart text')].filter((t) => t.getAttribute('y') > 250)
+      .map((t) => ({text: t.textContent, box: box(t)})),
+    yTicks: [...document.querySelectorAll('#history-chart text[text-anchor="end"]')]
+      .filter((t) => t.getAttribute('y') <= 250).map((t) => t.textContent),
     text: document.body.innerText,
     scrollWidth: document.documentElement.scrollWidth,
   };
@@ -138,3 +154,53 @@ def test_fits_a_desktop_screen_and_prints(seen: dict[str, Any]) -> None:
     assert struct.unpack(">II", seen["screenshot"][16:24]) == (WIDTH, HEIGHT)  # the PNG header's size
     assert seen["pdf"].startswith(b"%PDF-") and b"/Type /Page" in seen["pdf"]
     assert seen["title"].startswith("GPU fleet: driver images and upgrades")
+
+
+def test_every_gpu_node_has_a_row(seen: dict[str, Any]) -> None:
+    """The node table: all of them, not only the failing ones, each with its image and state."""
+    names = [document["metadata"]["name"] for document in demo.nodes()]  # type: ignore[index]
+    rows = seen["nodeRows"]
+    assert sorted(row["cells"][0] for row in rows) == sorted(names)
+    assert seen["nodeSummary"] == f"{len(names)} GPU nodes, 6 problems"
+    by_name = {row["cells"][0]: row for row in rows}
+    assert by_name["gpu-ubuntu22-550-119-0"]["cells"][1:4] == [
+        "550-5.15.0-119-generic-ubuntu22.04",
+        "yes",
+        "upgrade-done",
+    ]
+    missing = sorted(name for name, row in by_name.items() if row["cells"][2] == "MISSING")
+    assert missing == [
+        "gpu-ubuntu22-535-124-0",
+        "gpu-ubuntu24-570-52-0",
+        "gpu-ubuntu24-570-52-1",
+        "gpu-ubuntu24-570-52-2",
+    ]
+    assert by_name["gpu-ubuntu24-570-52-0"]["cells"][4] == demo.HOSTILE_REASON  # as text
+    assert by_name["gpu-new-node-0"]["cells"][1].startswith("none: ")
+    assert all(
+        row["kind"] == "ok"
+        for name, row in by_name.items()
+        if name not in (*missing, "gpu-new-node-0", "gpu-rhel9-550-427-0")
+    )
+
+
+def test_each_missing_image_has_its_fix_beside_it(seen: dict[str, Any]) -> None:
+    assert sorted(item["tag"] for item in seen["fixes"]) == sorted(demo.MISSING)
+    for item in seen["fixes"]:
+        assert item["fix"] == f"gpudrv matrix add --matrix matrix/support-matrix.csv --tag {item['tag']}"
+
+
+def test_states_with_no_node_are_folded_away(seen: dict[str, Any]) -> None:
+    assert seen["states"] and all(not state.endswith(" 0") for state in seen["states"])
+    assert seen["foldedStates"] and all(item["text"].endswith(" 0") for item in seen["foldedStates"])
+    assert not any(item["shown"] for item in seen["foldedStates"])  # folded: not drawn until opened
+
+
+def test_the_history_axes_read_cleanly(seen: dict[str, Any]) -> None:
+    dates = [tick["text"] for tick in seen["xTicks"]]
+    assert len(dates) >= 3 and len(set(dates)) == len(dates) and dates == sorted(dates)
+    boxes = [tick["box"] for tick in seen["xTicks"]]
+    for left, right in itertools.pairwise(boxes):
+        assert left["x"] + left["w"] < right["x"], "two date labels overlap"
+    rows = [int(text) for text in seen["yTicks"]]
+    assert rows == list(range(0, rows[-1] + 1, rows[1])) and rows[-1] >= 14

@@ -26,7 +26,10 @@ def test_command_args_and_output_make_one_command_line() -> None:
         "-o",
         "github",
     ]
-    assert action.words({**environ, "GPUDRV_OUTPUT": ""})[-2:] == ["--from", "a b"]  # apply has no -o
+    assert action.words({**environ, "GPUDRV_OUTPUT": ""})[-2:] == [
+        "--from",
+        "a b",
+    ]  # -o left out (apply has no -o github)
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,6 +71,22 @@ spec:
 """
 
 
+def workloads(stdout: str) -> list[dict[str, Any]]:
+    """The workloads of explain's -o json object."""
+    document = json.loads(stdout)
+    assert document["kind"] == "explain"
+    items: list[dict[str, Any]] = document["workloads"]
+    return items
+
+
+def fits(item: dict[str, Any]) -> list[str]:
+    return [node["node"] for node in item["nodes"] if node["fits"]]
+
+
+def reasons(item: dict[str, Any]) -> dict[str, str]:
+    return {node["node"]: node["reason"] for node in item["nodes"] if not node["fits"]}
+
+
 def explain(lab: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = run_main("explain", *args, cwd=lab)
     assert "Traceback" not in result.stderr
@@ -95,30 +112,30 @@ def test_lab_text(lab: Path) -> None:
 def test_lab_json(lab: Path) -> None:
     result = explain(lab, "--from", LAB, "-o", "json")
     assert result.returncode == 1
-    items = json.loads(result.stdout)
-    assert [(i["kind"], i["namespace"], i["name"], i["nodes"]) for i in items] == [
+    items = workloads(result.stdout)
+    assert [(i["kind"], i["namespace"], i["name"], fits(i)) for i in items] == [
         ("Pod", "gpu-drv", "cuda12-job", ["lab-node-0"]),
         ("Pod", "gpu-drv", "cuda13-job", []),
         ("Deployment", "gpu-drv", "trainer", ["lab-node-0", "lab-node-1", "lab-node-2"]),
     ]
-    assert items[1]["reasons"] == {
+    assert reasons(items[1]) == {
         "lab-node-0": f"{MAJOR}=550 is not Gt 560",
         "lab-node-1": f"{MAJOR}=535 is not Gt 560",
         "lab-node-2": f"{MAJOR}=550 is not Gt 560",
     }
-    assert items[0]["reasons"] == {
+    assert reasons(items[0]) == {
         "lab-node-1": f"{MAJOR}=535 is not In [550]",
         "lab-node-2": f"{VERSION_ID}=24.04 is not In [22.04]",
     }
-    assert items[2]["reasons"] == {}
+    assert reasons(items[2]) == {}
     assert items[1]["origin"] == f"{JOBS}:24"
     assert items[1]["scheduler"] is None  # offline there is no scheduler to ask
-    assert items[0]["cuda"] == [
+    assert items[0]["findings"] == [
         {
             "severity": "warning",
             "image": "nvcr.io/nvidia/pytorch:24.07-py3",
             "cuda": "12.5.1",
-            "nodes": ["lab-node-0"],
+            "node_names": ["lab-node-0"],
             "message": COMPAT_2407.format(nodes="lab-node-0 (550.90.07)"),
         }
     ]
@@ -173,8 +190,8 @@ def test_a_new_node_with_a_580_driver_takes_cuda13_job(lab: Path) -> None:
     (lab / LAB / "nodes/lab-node-3.yaml").write_text(NODE_580)
     result = explain(lab, "--from", LAB, "pod/cuda13-job", "-o", "json")
     assert result.returncode == 0
-    [item] = json.loads(result.stdout)
-    assert (item["nodes"], item["cuda"]) == (["lab-node-3"], [])
+    [item] = workloads(result.stdout)
+    assert (fits(item), item["findings"]) == (["lab-node-3"], [])
 
 
 # --- choosing workloads -------------------------------------------------------------------------------
@@ -193,7 +210,7 @@ def test_a_new_node_with_a_580_driver_takes_cuda13_job(lab: Path) -> None:
 )
 def test_targets(lab: Path, args: list[str], names: list[str]) -> None:
     result = explain(lab, "--from", LAB, "-o", "json", *args)
-    assert [item["name"] for item in json.loads(result.stdout)] == names
+    assert [item["name"] for item in workloads(result.stdout)] == names
 
 
 def test_every_kind_and_lists(lab: Path) -> None:
@@ -209,9 +226,9 @@ items:
 """
     )
     result = explain(lab, "--from", LAB, "-o", "json")
-    items = {(i["kind"], i["namespace"], i["name"]): i for i in json.loads(result.stdout)}
-    assert items["CronJob", "ml", "nightly"]["nodes"] == ["lab-node-1"]
-    assert items["StatefulSet", "default", "db"]["nodes"] == ["lab-node-1"]
+    items = {(i["kind"], i["namespace"], i["name"]): i for i in workloads(result.stdout)}
+    assert fits(items["CronJob", "ml", "nightly"]) == ["lab-node-1"]
+    assert fits(items["StatefulSet", "default", "db"]) == ["lab-node-1"]
     assert items["StatefulSet", "default", "db"]["origin"] == "clusters/lab/workloads/more.yaml:6"
     assert not any(kind == "ConfigMap" for kind, _, _ in items)
 

@@ -30,7 +30,9 @@ def test_report_reads_manifests_offline(lab: Path) -> None:
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines()[:3] == ["NODES=3", "SKEW=0", "MATRIX_ROWS=3"]
     data = json.loads(run_main("report", "--from", "clusters/lab", "-o", "json", cwd=lab).stdout)
-    assert data["per_node"]["lab-node-1"] == {
+    assert (data["kind"], data["node_count"], data["missing_count"], data["row_count"]) == ("report", 3, 0, 3)
+    assert data["nodes"][1] == {
+        "node": "lab-node-1",
         "tag": "535-5.15.0-107-generic-ubuntu22.04",
         "upgrade_state": None,
     }
@@ -87,9 +89,12 @@ def test_fleet_page_of_an_operator_fleet_names_the_images(lab: Path) -> None:
     # The missing image, with the reference the GPU Operator would pull.
     assert re.search(r'<td class="c miss" data-tag="535-6\.8\.0-60-generic-ubuntu22\.04"', html)
     assert (
-        "<tr><td><code>535-6.8.0-60-generic-ubuntu22.04</code>"
+        '<tr><td class="nowrap"><code>535-6.8.0-60-generic-ubuntu22.04</code>'
         '<br><small class="mono">nvcr.io/nvidia/driver:535-6.8.0-60-generic-ubuntu22.04</small></td>'
     ) in html
+    # Beside it, the command that adds its row once the image is built.
+    fix = "gpudrv matrix add --matrix matrix/gpu-operator.csv --tag 535-6.8.0-60-generic-ubuntu22.04"
+    assert f'<code class="fix">{fix}</code>' in html
 
 
 def test_fleet_page_is_the_same_inside_github_actions(lab: Path) -> None:

@@ -92,7 +92,18 @@ def hostile() -> Iterator[Hostile]:
         yield server
 
 
-LIVE = [["audit"], ["audit", "-o", "json"], ["status"], ["report"], ["explain", "-n", "x"], ["tag", "n"]]
+LIVE = [
+    ["audit"],
+    ["audit", "-o", "json"],
+    ["audit", "-o", "yaml"],
+    ["status"],
+    ["status", "-o", "yaml"],
+    ["report"],
+    ["report", "-o", "yaml"],
+    ["explain", "-n", "x"],
+    ["explain", "-n", "x", "-o", "yaml"],
+    ["tag", "n"],
+]
 
 
 @BOUNDED
@@ -114,7 +125,8 @@ def test_node_names_label_keys_and_kernels_from_a_hostile_server(
     with in_actions() as (root, _):
         config = hostile.fake.kubeconfig(root / "kubeconfig")
         for command in LIVE:
-            assert_outcome(*gpudrv(*command, "--kubeconfig", str(config)), json_output="json" in command)
+            outcome = gpudrv(*command, "--kubeconfig", str(config))
+            assert_outcome(*outcome, json_output="json" in command, yaml_output="yaml" in command)
         assert_outcome(*gpudrv("diff", "--from", "clusters/lab", "--kubeconfig", str(config)))
 
 

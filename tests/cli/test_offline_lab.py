@@ -71,7 +71,13 @@ def test_audit_json_and_options_after_the_subcommand(lab: Path) -> None:
 
     data = json.loads(result.stdout)
     assert data["ok"] is False
-    assert data["audited"] == ["lab-node-0", "lab-node-1", "lab-node-2", "lab-node-3"]
+    assert [node["node"] for node in data["nodes"]] == [
+        "lab-node-0",
+        "lab-node-1",
+        "lab-node-2",
+        "lab-node-3",
+    ]
+    assert (data["node_count"], data["missing_count"]) == (4, 1)
     assert data["findings"] == [
         {
             "node": "lab-node-3",

@@ -13,7 +13,7 @@ from tests.conftest import run_main
 def audited(lab: Path, *selector: str) -> list[str]:
     result = run_main("audit", "--from", "clusters/lab", "-o", "json", *selector, cwd=lab)
     assert result.returncode in (0, 1), result.stderr
-    return list(json.loads(result.stdout)["audited"])
+    return [node["node"] for node in json.loads(result.stdout)["nodes"]]
 
 
 def test_audit_selects_nodes_by_their_declared_labels(lab: Path) -> None:
@@ -39,9 +39,10 @@ def test_explain_judges_only_the_selected_nodes(lab: Path) -> None:
     result = run_main(
         "explain", "--from", "clusters/lab", "-o", "json", "-l", "kubernetes.io/hostname=lab-node-2", cwd=lab
     )
-    reports = json.loads(result.stdout)
+    reports = json.loads(result.stdout)["workloads"]
+    assert reports
     for report in reports:
-        assert set(report["nodes"]) | set(report["reasons"]) <= {"lab-node-2"}
+        assert [node["node"] for node in report["nodes"]] == ["lab-node-2"]
 
 
 @pytest.mark.parametrize(

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -50,7 +51,9 @@ def assert_no_injected_command(out: str, err: str) -> None:
                 assert LEADING_COMMAND.match(piece) is None, (stream, piece)
 
 
-def assert_outcome(code: int, out: str, err: str, json_output: bool = False) -> None:
+def assert_outcome(
+    code: int, out: str, err: str, json_output: bool = False, yaml_output: bool = False
+) -> None:
     assert code in (0, 1, 2), (code, out, err)
     assert_no_injected_command(out, err)
     assert "Traceback" not in err
@@ -61,6 +64,8 @@ def assert_outcome(code: int, out: str, err: str, json_output: bool = False) -> 
         assert lines[0].startswith("gpudrv: "), err
     elif json_output and code != 2:
         json.loads(out)
+    elif yaml_output and code != 2:
+        assert isinstance(yaml.safe_load(out), dict), out
 
 
 @contextlib.contextmanager
@@ -130,14 +135,13 @@ def test_manifest_values(file_name: str, name: str, key: str, value: str) -> Non
     with in_actions() as (root, _):
         fleet = root / "fleet"
         write_node(fleet, file_name, name, key, value)
-        for output in ("text", "json", "github"):
-            result = gpudrv("audit", "--from", str(fleet), "-o", output)
-            assert_outcome(*result, json_output=output == "json")
-            result = gpudrv("explain", "--from", str(fleet), "-o", output)
-            assert_outcome(*result, json_output=output == "json")
-        for output in ("text", "github"):
-            assert_outcome(*gpudrv("manifests", "validate", "--from", str(fleet), "-o", output))
+        for output in ("text", "json", "yaml", "github"):
+            data = {"json_output": output == "json", "yaml_output": output == "yaml"}
+            assert_outcome(*gpudrv("audit", "--from", str(fleet), "-o", output), **data)
+            assert_outcome(*gpudrv("explain", "--from", str(fleet), "-o", output), **data)
+            assert_outcome(*gpudrv("manifests", "validate", "--from", str(fleet), "-o", output), **data)
         assert_outcome(*gpudrv("tag", "--from", str(fleet), "--", name))
+        assert_outcome(*gpudrv("tag", "--from", str(fleet), "-o", "yaml", "--", name), yaml_output=True)
 
 
 @BOUNDED

@@ -21,7 +21,14 @@ from reconciler import __version__
 from tests.conftest import REPO
 
 DATA = ["data/cuda-compat.json", "data/os-tag-rules.json"]
-SCHEMAS = ["gpudrv-config.schema.json", "matrix-row.schema.json", "node-manifest.schema.json"]
+SCHEMAS = [
+    "gpudrv-config.schema.json",
+    "matrix-row.schema.json",
+    "node-manifest.schema.json",
+    # -o json's contract, one schema per command (tests/cli/test_output_contract.py checks each has one)
+    *(f"output/{path.name}" for path in sorted((REPO / "schemas/output").glob("*.schema.json"))),
+]
+assert len(SCHEMAS) > 10, SCHEMAS
 TEMPLATES = [
     f"data/scaffold/{name}"
     for name in ("gpudrv.yaml", "pr.yml", "audit.yml", "apply.yml", "pre-commit-config.yaml")

@@ -101,7 +101,7 @@ def test_audit_json_live(kube: Kube, nodes: FakeNodes, unique: str, tmp_path: Pa
     result = kube.gpudrv("audit", "-o", "json", "--matrix", str(matrix), "-l", nodes.selector)
     assert result.returncode == 1
     data = json.loads(result.stdout)
-    assert data["audited"] == [a, b]
+    assert [node["node"] for node in data["nodes"]] == [a, b]
     assert data["findings"] == [
         {
             "node": b,

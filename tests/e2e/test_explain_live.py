@@ -143,7 +143,15 @@ def wait_decided(kube: Kube, namespace: str, count: int) -> dict[str, dict[str, 
 def explain_json(kube: Kube, *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
     result = kube.gpudrv("explain", *args, "-o", "json")
     assert result.stderr == "", result.stderr
-    return result.returncode, {item["name"]: item for item in json.loads(result.stdout)}
+    return result.returncode, {item["name"]: item for item in json.loads(result.stdout)["workloads"]}
+
+
+def fits(verdict: dict[str, Any]) -> list[str]:
+    return [node["node"] for node in verdict["nodes"] if node["fits"]]
+
+
+def reasons(verdict: dict[str, Any]) -> dict[str, str]:
+    return {node["node"]: node["reason"] for node in verdict["nodes"] if not node["fits"]}
 
 
 def test_verdicts_equal_the_schedulers(kube: Kube, nodes: FakeNodes, namespace: str, unique: str) -> None:
@@ -158,16 +166,16 @@ def test_verdicts_equal_the_schedulers(kube: Kube, nodes: FakeNodes, namespace: 
         name: item["spec"]["nodeName"] for name, item in live.items() if item["spec"].get("nodeName")
     }
     for name, verdict in verdicts.items():
-        predicted = set(verdict["nodes"])
+        predicted = set(fits(verdict))
         assert predicted <= set(names), (name, predicted)  # the run label keeps other tests' nodes out
         affinity = json.dumps(live[name]["spec"].get("affinity"))
         if name in scheduled:
-            assert scheduled[name] in predicted, (name, scheduled[name], verdict["reasons"], affinity)
+            assert scheduled[name] in predicted, (name, scheduled[name], reasons(verdict), affinity)
             assert verdict["scheduler"] is None
         else:
             assert predicted == set(), (name, predicted, affinity)
             assert UNSCHEDULABLE in verdict["scheduler"], verdict["scheduler"]
-            assert set(verdict["reasons"]) >= set(names)
+            assert set(reasons(verdict)) >= set(names)
     # The seed gives both outcomes in numbers, so the comparison means something.
     assert len(scheduled) >= 8, scheduled
     assert len(pods) - len(scheduled) >= 8, scheduled
@@ -206,10 +214,10 @@ def test_one_pending_pod_with_the_schedulers_message(
 
     # Gt 560 admits the 580 node and the 0570 node; CUDA 13 needs 580, so the 570 node is an error.
     code, verdicts = explain_json(kube, "pod/cuda13-ok", "-n", namespace)
-    assert verdicts["cuda13-ok"]["nodes"] == sorted([f"{unique}-c", f"{unique}-f"])
-    assert live["cuda13-ok"]["spec"]["nodeName"] in verdicts["cuda13-ok"]["nodes"]
-    [finding] = verdicts["cuda13-ok"]["cuda"]
-    assert (finding["severity"], finding["nodes"]) == ("error", [f"{unique}-f"])
+    assert fits(verdicts["cuda13-ok"]) == sorted([f"{unique}-c", f"{unique}-f"])
+    assert live["cuda13-ok"]["spec"]["nodeName"] in fits(verdicts["cuda13-ok"])
+    [finding] = verdicts["cuda13-ok"]["findings"]
+    assert (finding["severity"], finding["node_names"]) == ("error", [f"{unique}-f"])
     assert code == 1
     assert len(names) == len(NODES)
 

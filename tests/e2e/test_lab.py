@@ -159,7 +159,9 @@ def test_the_lab(kube: Kube, lab_cluster: Path) -> None:
     assert report[:3] == ["NODES=4", "SKEW=0", "MATRIX_ROWS=5"]
     assert "LAB_NODE_1_TAG=550-5.15.0-107-generic-ubuntu22.04" in report
     assert "LAB_NODE_1_UPGRADE_STATE=upgrade-done" in report
-    assert json.loads(gpudrv("report", "-o", "json", *LAB)[1])["per_node"]["lab-node-1"] == {
+    nodes = json.loads(gpudrv("report", "-o", "json", *LAB)[1])["nodes"]
+    assert next(node for node in nodes if node["node"] == "lab-node-1") == {
+        "node": "lab-node-1",
         "tag": "550-5.15.0-107-generic-ubuntu22.04",
         "upgrade_state": "upgrade-done",
     }

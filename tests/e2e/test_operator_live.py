@@ -147,7 +147,7 @@ def test_live_audit_follows_the_nvidiadrivers_at_once(fleet: Fleet) -> None:
     )
     code, data = audit(kube, matrix)
     assert data["mode"] == "NVIDIADriver"
-    assert {ubuntu, rhel} <= set(data["audited"])
+    assert {ubuntu, rhel} <= {node["node"] for node in data["nodes"]}
     assert mine(data, unique) == {}
 
     # The driver bump lands in the cluster: the very next audit names the stranded node and image.
@@ -223,7 +223,7 @@ def test_live_cluster_policy_on_mixed_os_warns(fleet: Fleet) -> None:
     fleet.create(policy)
     code, data = audit(kube, matrix)
     assert (code, data["mode"]) == (1, "ClusterPolicy")
-    (note,) = [n for n in data["notes"] if ubuntu in n["nodes"]]
+    (note,) = [n for n in data["notes"] if ubuntu in n["node_names"]]
     assert f"{rhel} pulls nvcr.io/nvidia/driver:535-{RHEL_KERNEL}-ubuntu22.04" in note["message"]
     assert f"{ubuntu} pulls nvcr.io/nvidia/driver:535-{UBUNTU_KERNEL}-rhel9" in note["message"]
 

@@ -235,23 +235,17 @@ def test_one_pool_moves_the_other_keeps_its_driver_and_a_user_hold_is_named(pool
     assert second[0].returncode == 0, second[0].stdout + second[0].stderr
     assert writes(requests) == [], writes(requests)
     report = json.loads(second[0].stdout)
-    assert (report["command"], report["mode"], report["ok"], report["audit_ok"]) == (
-        "apply",
-        "operator",
-        True,
-        True,
-    )
-    by_node = {row["node"]: row["status"] for row in report["nodes"]}
-    assert by_node == {mine: "SKIPPED"}, report  # nothing else moves, the kept pool is not named
+    assert (report["kind"], report["mode"], report["ok"]) == ("apply", "NVIDIADriver", True), report
+    assert (report["audited"], report["findings"]) == (True, [])
+    by_node = {row["node"]: (row["outcome"], row["detail"]) for row in report["nodes"]}
+    why = f"{SKIP_LABEL}=true, not set by gpudrv"
+    assert by_node == {mine: ("skipped", why)}, report  # nothing else moves; the kept pool is not named
     assert second[0].stderr.count(skipped) == 1  # the progress lines went to stderr
     # In GitHub Actions: the same lines, and the step summary names the hold.
     summary = pools.root / "summary.md"
     third = pools.apply("-o", "github", env={"GITHUB_STEP_SUMMARY": str(summary)})
     assert third.returncode == 0 and third.stdout.count(skipped) == 1, third.stdout + third.stderr
-    assert (
-        f"| `{mine}` | SKIPPED | nvidia.com/gpu-driver-upgrade.skip=true, not set by gpudrv |"
-        in summary.read_text()
-    )
+    assert f"| `{mine}` | skipped | {why} |" in summary.read_text()
     print(f"\n{took:.1f}s, pool a 2 nodes moving (+1 held by a person), pool b 2 nodes kept:\n{out}")
     print(f"second apply: {len(requests)} requests, 0 writes")
 

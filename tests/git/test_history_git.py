@@ -20,7 +20,9 @@ R5 = "550,5.15.0-107-generic,ubuntu22.04"
 def history(cwd: Path, *args: str) -> list[dict[str, Any]]:
     result = run_main("matrix", "history", "-o", "json", *args, cwd=cwd)
     assert (result.returncode, result.stderr) == (0, ""), result.stderr
-    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    document = json.loads(result.stdout)
+    assert (document["kind"], document["ok"]) == ("matrix-history", True)
+    rows: list[dict[str, Any]] = document["rows"]
     return rows
 
 
@@ -46,7 +48,8 @@ def test_plain_adds_squash_prs_and_other_files(script: Script) -> None:
     assert added(entries[0]) == (first, "Ann Author", script.date(1), None)
     assert added(entries[2]) == (squash, "Bo Builder", script.date(3), 12)
     assert all(e["removed"] is None for e in entries)
-    assert set(entries[0]) == {"driver_branch", "kernel", "os_tag", "added", "removed"}
+    assert set(entries[0]) == {"driver_branch", "kernel", "os_tag", "tag", "added", "removed"}
+    assert entries[0]["tag"] == "550-5.15.0-119-generic-ubuntu22.04"
 
 
 def test_merged_pull_request_is_the_merge_commits(script: Script) -> None:

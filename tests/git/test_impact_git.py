@@ -86,7 +86,8 @@ def test_removing_a_row_in_use_exits_1(fleet: Script) -> None:
             "tag": "535-5.15.0-107-generic-ubuntu22.04",
         }
     ]
-    assert data["broken"] == ["lab-node-1"]
+    assert [node["node"] for node in data["findings"]] == ["lab-node-1"]
+    assert data["ok"] is False
     node_1 = next(n for n in data["nodes"] if n["node"] == "lab-node-1")
     assert node_1 == {
         "node": "lab-node-1",
@@ -94,6 +95,8 @@ def test_removing_a_row_in_use_exits_1(fleet: Script) -> None:
         "reason": None,
         "before": "OK",
         "after": "MISSING",
+        "changed": True,
+        "broken": True,
     }
 
 

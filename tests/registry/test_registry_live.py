@@ -145,8 +145,13 @@ def test_list_tags_pages_and_write_appends(
     )
     again = verify(registry, workdir, "--write", "-o", "json")
     document = json.loads(again.stdout)
-    assert (document["checked"], document["present"], document["extra"], document["added"]) == (5, 5, [], [])
-    assert document["other_tags"] == 2
+    assert (document["row_count"], document["present_count"], document["extra"], document["added"]) == (
+        5,
+        5,
+        [],
+        [],
+    )
+    assert document["other_tag_count"] == 2
 
 
 def test_json_and_github_outputs(basic_registry: Registry, workdir: Path) -> None:
@@ -155,8 +160,15 @@ def test_json_and_github_outputs(basic_registry: Registry, workdir: Path) -> Non
     result = verify(registry, workdir, "-o", "json")
     assert result.returncode == 1
     document = json.loads(result.stdout)
-    assert document["missing"] == [
-        {"tag": ROWS[4], "image": f"{registry.repository}:{ROWS[4]}", "line": 4},
+    assert (document["kind"], document["ok"]) == ("matrix-verify", False)
+    assert document["findings"] == [
+        {
+            "status": "MISSING",
+            "tag": ROWS[4],
+            "image": f"{registry.repository}:{ROWS[4]}",
+            "origin": "matrix/support-matrix.csv:4",
+            "line": 4,
+        },
     ]
     summary = workdir / "summary.md"
     env = github_env(registry, workdir)
@@ -204,6 +216,7 @@ def test_audit_against_the_registry(registry: Registry, workdir: Path) -> None:
     expected = json.loads(against_matrix.stdout)
     document = json.loads(against_registry.stdout)
     assert document.pop("registry") == registry.repository
+    assert expected.pop("matrix") == "matrix/support-matrix.csv"
     for finding in expected["findings"]:
         finding["image"] = f"{registry.repository}:{finding['tag']}"
     assert document == expected

@@ -101,7 +101,7 @@ def test_no_drift() -> None:
     result = diff.diff([Node("n", LAB)], [Node("n", {**LAB, "x": "y"})], [], [])
     assert not result.found
     assert diff_cmd.as_text(result, Path("fleet"), plain) == "no drift"
-    assert diff_cmd.as_json(result) == {"drift": False, "nodes": [], "budgets": [], "drivers": []}
+    assert diff_cmd.as_json(result) == {"kind": "diff", "ok": True, "nodes": [], "budgets": [], "drivers": []}
 
 
 def test_diff_text_like_kubectl_diff() -> None:
@@ -123,7 +123,7 @@ def test_diff_text_like_kubectl_diff() -> None:
         "+ spec.minAvailable: 4   (desired)",
     ]
     data = diff_cmd.as_json(result)
-    assert data["drift"] is True
+    assert (data["kind"], data["ok"]) == ("diff", False)
     assert data["nodes"][0]["labels"][1] == {"key": MAJOR, "desired": "550", "live": "535"}
     assert [n["state"] for n in data["nodes"]] == ["changed", "absent", "undeclared"]
     assert data["budgets"] == [
@@ -201,7 +201,7 @@ def test_impact_removal_that_strands_a_node() -> None:
     assert f"| `{A.as_csv()}` | `{A.tag}` | **removed** |" in markdown
     assert f"| lab-node-0 | `{A.tag}` | OK | **MISSING** |" in markdown
     data = impact_cmd.as_json(result, "main", "m.csv")
-    assert data["broken"] == ["lab-node-0"]
+    assert [node["node"] for node in data["findings"]] == ["lab-node-0"]
     assert data["removed"] == [{"driver_branch": "550", "kernel": A.kernel, "os_tag": A.os_tag, "tag": A.tag}]
 
 

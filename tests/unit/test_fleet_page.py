@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import itertools
 import re
 from datetime import UTC, datetime
 
@@ -229,8 +230,10 @@ def test_history_chart_by_time() -> None:
     assert first.y == pytest.approx(chart.bottom - (chart.bottom - chart.top) / 2)
     assert chart.path.startswith(f"M{chart.left},{chart.bottom}")
     assert (first.label, second.label) == ("#3", "b" * 7)
-    assert (chart.x_ticks[0].text, chart.x_ticks[-1].text) == ("2026-03-01", "2026-03-11")
-    assert [tick.anchor for tick in chart.x_ticks][::5] == ["start", "end"]
+    # Whole days, every second one, inside the ten days from 03-01 10:00 to 03-11 10:00.
+    assert [tick.text for tick in chart.x_ticks] == [f"2026-03-{day:02d}" for day in (2, 4, 6, 8, 10)]
+    day = (chart.right - chart.left) / 10
+    assert chart.x_ticks[0].at == pytest.approx(chart.left + day * 14 / 24, abs=0.01)
     assert [tick.text for tick in chart.y_ticks] == ["0", "1", "2"]
     assert "Ann" in first.title and "PR #3" in first.title and f"+{K1.tag}" in first.title
 
@@ -300,6 +303,7 @@ def hostile_page() -> str:
         grid,
         states,
         history,
+        data.node_rows(wants, frozenset({K2.tag}), states),
     )
 
 
@@ -373,3 +377,99 @@ def test_long_lists_are_cut_and_say_so() -> None:
 
 def test_change_dataclass_when_is_none_for_unreadable_dates() -> None:
     assert Change(CommitInfo("a", "b", "soon", None), (), (), 0).when is None
+
+
+# --- the axes, the plurals, the folded states, the node table ----------------------------------------
+
+
+@pytest.mark.parametrize("top", [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 20000, 5 * 10**6])
+def test_y_ticks_are_every_step_up_to_the_top_none_skipped(top: int) -> None:
+    values = page._y_values(top)
+    steps = {b - a for a, b in itertools.pairwise(values)}
+    assert (values[0], values[-1], len(steps)) == (0, top, 1)  # one even step, from 0 to the top
+    assert 2 <= len(values) <= 6
+    assert str(steps.pop()).lstrip("125").strip("0") == ""  # 1, 2 or 5 times a power of ten
+
+
+@pytest.mark.parametrize(
+    "hours", [0, 5, 30, 24 * 3, 24 * 9, 24 * 40, 24 * 100, 24 * 400, 24 * 3000, 24 * 40000]
+)
+def test_x_ticks_are_distinct_calendar_dates_inside_the_chart(hours: int) -> None:
+    start = datetime(2026, 3, 1, 10, tzinfo=UTC).timestamp()
+    end = start + hours * 3600
+    if end - start < 86400:  # as timeline_chart widens it
+        start, end = start - 43200, end + 43200
+    ticks = page._x_ticks(start, end, 56, 936)
+    texts = [tick.text for tick in ticks]
+    assert 1 <= len(ticks) <= page.MAX_X_TICKS, texts
+    assert len(set(texts)) == len(texts), texts  # no date twice
+    assert [tick.at for tick in ticks] == sorted(tick.at for tick in ticks)
+    assert all(56 <= tick.at <= 936 for tick in ticks)
+
+
+def test_one_of_a_thing_is_not_plural() -> None:
+    one = page.html(
+        facts(matrix_rows=1),
+        data.coverage([K2], [want("n1", K1), want("n2", None, reason="no kernel")]),
+        data.progress([NodeState("n1", "upgrade-failed")]),
+        data.changes([Lifetime(K2, commit("a", 1))]),
+    )
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", one))
+    phrases = [
+        "1 GPU node ",
+        "1 image needed",
+        "(1 node)",
+        "1 node without",
+        "1 stuck upgrade ",
+        "1 matrix row ",
+    ]
+    for phrase in [*phrases, "(1 row added in 1 commit)"]:
+        assert phrase in text, phrase
+    assert "MISSING from the matrix; 1 node needs it" in one and "upgrade-failed: 1 node<" in one
+    assert "node(s)" not in one and "1 nodes" not in one and "1 commits" not in one
+
+
+def test_states_with_no_node_are_folded_away() -> None:
+    states = data.progress(
+        [NodeState("a", "upgrade-done"), NodeState("b", "upgrade-done"), NodeState("c", None)]
+    )
+    html = page.html(facts(), data.coverage([], []), states, ())
+    shown = html[html.index('<ul class="states" id="states">') : html.index("</ul>")]
+    assert re.findall(r"</span>([^<]+) <b>(\d+)</b>", shown) == [(NO_STATE, "1"), ("upgrade-done", "2")]
+    folded = html[html.index('<details id="empty-states">') :]
+    assert f"{len(states.counts) - 2} other states with no node" in folded
+    assert "upgrade-required <b>0</b>" in folded
+
+
+def test_the_node_table_has_every_node_and_says_what_is_wrong() -> None:
+    wants = [want("n10", K1), want("n9", K2), want("n2", None, reason="no kernel label")]
+    states = data.progress([NodeState("n10", "upgrade-failed", "budget says no"), NodeState("n9", None)])
+    rows = data.node_rows(wants, frozenset({K2.tag}), states)
+    assert [(row.node, row.status, row.state, row.held) for row in rows] == [
+        ("n2", data.Status.INVALID, None, None),
+        ("n9", data.Status.OK, None, None),
+        ("n10", data.Status.MISSING, "upgrade-failed", "budget says no"),
+    ]
+    html = page.html(facts(), data.coverage([K2], wants), states, (), rows)
+    table = html[
+        html.index('<details id="node-table" open>') : html.index("</details>", html.index("node-table"))
+    ]
+    assert "3 GPU nodes, 2 problems" in table
+    assert re.findall(r'<tr class="([a-z ]+)"><td class="nowrap">([^<]+)</td>', table) == [
+        ("invalid", "n2"),
+        ("ok", "n9"),
+        ("missing held", "n10"),
+    ]
+    assert "none: no kernel label" in table and '<b class="bad">MISSING</b>' in table
+
+
+def test_the_fix_command_is_beside_each_missing_image_and_quoted() -> None:
+    odd = ImageKey("550", "5.15.0-1 generic;rm", "ubuntu22.04")
+    html = page.html(
+        facts(matrix="my matrix.csv"), data.coverage([], [want("n", odd)]), data.progress([]), ()
+    )
+    expected = page.fix_command("my matrix.csv", odd.tag)
+    assert (
+        expected == "gpudrv matrix add --matrix 'my matrix.csv' --tag '550-5.15.0-1 generic;rm-ubuntu22.04'"
+    )
+    assert f'<code class="fix">{expected.replace(chr(39), "&#39;")}</code>' in html

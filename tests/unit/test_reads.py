@@ -133,7 +133,7 @@ def test_status_and_plan_read_only_fleet_labels_and_gpudrvs_annotations(data: st
         plans = [
             upgrade.plan_node(desired, node, images) for desired, node in zip(declared, live, strict=True)
         ]
-        return rows, upgrades_view.plan_json([plan for plan in plans if plan is not None], images)
+        return rows, upgrades_view.plan_json([plan for plan in plans if plan is not None], images, ok=True)
 
     def live(given: list[Node]) -> list[LiveNode]:
         return [LiveNode(node, index % 2 == 0, notes) for index, node in enumerate(given)]
@@ -152,8 +152,8 @@ def test_status_and_plan_read_only_fleet_labels_and_gpudrvs_annotations(data: st
 def test_explain_reads_only_what_for_workloads_keeps(data: st.DataObject) -> None:
     nodes = data.draw(fleets(FLEETS[0]))
 
-    def explained(given: list[Node]) -> str:
-        return explain_view.as_json([explain(item, given, TABLE) for item in WORKLOADS])
+    def explained(given: list[Node]) -> dict[str, Any]:
+        return explain_view.as_json([explain(item, given, TABLE) for item in WORKLOADS], ok=True)
 
     assert explained(kept(nodes, reads.for_workloads(WORKLOADS))) == explained(nodes)
 
