@@ -147,6 +147,17 @@ def selector_option() -> argparse.ArgumentParser:
     return options
 
 
+def allow_empty_option() -> argparse.ArgumentParser:
+    """--allow-empty, for the commands that check GPU nodes: finding none is exit 2 without it."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a fleet with no GPU node (or none -l selects) is OK, not an error (exit 2 without it)",
+    )
+    return options
+
+
 def matrix_option() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument(

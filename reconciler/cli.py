@@ -93,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
-    selector = args_.selector_option()
+    selector, empty = args_.selector_option(), args_.allow_empty_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes], help="print the driver image tag a node needs")
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
@@ -101,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, selector, matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[nodes, selector, empty, matrix_file, args_.output_option(Output.GITHUB)],
         help="check every GPU node's image is in the matrix",
     )
     args_.registry_options(audit_cmd, audit=True)
@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
-    _add_upgrade_commands(commands, [nodes, selector], matrix_file, output)
+    _add_upgrade_commands(commands, [nodes, selector, empty], matrix_file, output)
     _add_explain_command(commands, [nodes, selector])
     _add_diff_command(commands, selector)
     _add_init_command(commands)
@@ -267,7 +267,7 @@ def _add_matrix_git_commands(
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[args_.node_options(), args_.selector_option(), matrix_file],
+        parents=[args_.node_options(), args_.selector_option(), args_.allow_empty_option(), matrix_file],
         help="rows added/removed since REF, and each GPU node's audit status before and after",
         description="Exit 1 when a node that had its image at REF would lose it.",
     )
@@ -329,14 +329,14 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
     """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
     always, for commands whose --from names the desired state instead)."""
-    selector = getattr(args, "selector", None)
+    selector, empty = getattr(args, "selector", None), getattr(args, "allow_empty", False)
     if live:
-        return sources.NodeSource(None, _options(args), args.operator_version, selector)
+        return sources.NodeSource(None, _options(args), args.operator_version, selector, empty)
     if args.from_dir and (args.kubeconfig or args.context):
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector)
+    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector, empty)
 
 
 def _add_upgrade_commands(
@@ -521,6 +521,7 @@ def _plan(a: argparse.Namespace) -> int:
         output=a.output,
         operator_version=a.operator_version,
         selector=a.selector,
+        allow_empty=a.allow_empty,
     )
 
 
@@ -581,6 +582,7 @@ def _apply(args: argparse.Namespace) -> int:
             selector=args.selector,
             operator_version=args.operator_version,
             release=args.release,
+            allow_empty=args.allow_empty,
         )
         return rollout.run(staged, _options(args))
     settings = apply.Settings(
@@ -594,6 +596,7 @@ def _apply(args: argparse.Namespace) -> int:
         install_timeout=args.timeout,
         force=args.force,
         selector=args.selector,
+        allow_empty=args.allow_empty,
     )
     return apply.run(settings, _options(args))
 

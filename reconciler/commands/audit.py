@@ -13,11 +13,16 @@ from reconciler.render import audit as show
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
     tags = valid_matrix(matrix_path).tags()
-    result = audit_wants(source.wants(), tags)
+    found = source.wants()
+    source.require(len(found.wants))
+    result = audit_wants(found, tags)
     if output is Output.GITHUB:
         github.publish(
             show.annotate(result, matrix_path), show.summary(result, matrix_path), show.closing(result)
         )
     else:
-        print(github.json_text(show.as_json(result)) if output is Output.JSON else show.as_text(result))
+        against = show.images_in(len(tags), str(matrix_path))
+        print(
+            github.json_text(show.as_json(result)) if output is Output.JSON else show.as_text(result, against)
+        )
     return OK if result.ok else FINDINGS

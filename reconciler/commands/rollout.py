@@ -20,6 +20,7 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters import watch as node_watch
 from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
 from reconciler.core import audit, budget, supervise
@@ -47,6 +48,7 @@ class Settings:
     selector: LabelSelector | None = None
     operator_version: str | None = None
     release: bool = False
+    allow_empty: bool = False  # --allow-empty: no GPU node the resources select is not an error
 
 
 def wanted(from_dir: Path) -> bool:
@@ -65,6 +67,10 @@ def run(settings: Settings, options: kube.Options) -> int:
     rules = _policy(fleet, contract)
     rollout = Rollout(fleet, contract, images, rules, settings)
     facts = rollout.read()
+    if not facts and not settings.allow_empty:
+        matching = f" matching -l {settings.selector.text()}" if settings.selector else ""
+        where = f"in the cluster at {fleet.host}{matching} is selected by the driver resources in"
+        raise no_gpu_node(f"no GPU node {where} {settings.from_dir}")
     if not _gate(facts, images):
         print("nothing was changed")
         return FINDINGS

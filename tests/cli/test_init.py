@@ -50,7 +50,8 @@ def test_init_writes_a_fleet_repository_that_passes_its_checks(tmp_path: Path) -
     for command in (("matrix", "validate"), ("manifests", "validate"), ("audit", "--from", "clusters/prod")):
         check = run_main(*command, cwd=fleet)
         assert (check.returncode, check.stderr) == (0, ""), command
-    assert run_main("audit", "--from", "clusters/prod", cwd=fleet).stdout == "OK\n"
+    audited = run_main("audit", "--from", "clusters/prod", cwd=fleet).stdout
+    assert audited == "OK: 1 GPU node, 1 image in matrix/support-matrix.csv\n"
     assert run_main("manifests", "validate", cwd=fleet).stdout == "clusters/prod: 1 Node manifest, valid\n"
 
 
