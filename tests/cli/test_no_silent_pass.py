@@ -126,11 +126,11 @@ def test_a_live_cluster_without_gpu_nodes_is_an_error(
     cluster: tuple[Path, dict[str, str], str], command: list[str]
 ) -> None:
     root, env, url = cluster
-    line = one_line_error(run_main(*command, "--request-timeout", "5s", cwd=root, env=env))
+    line = one_line_error(run_main(*command, cwd=root, env=env))
     assert line == f"gpudrv: no GPU node in the cluster at {url} {UNLABELLED}: {NOTHING}"
 
 
 def test_a_live_cluster_without_gpu_nodes_with_allow_empty(cluster: tuple[Path, dict[str, str], str]) -> None:
     root, env, _ = cluster
-    result = run_main("status", "--allow-empty", "--request-timeout", "5s", cwd=root, env=env)
+    result = run_main("status", "--allow-empty", cwd=root, env=env)
     assert (result.returncode, result.stderr) == (0, "")
