@@ -65,11 +65,16 @@ def test_one_gpudrv_commit_everywhere(tmp_path: Path) -> None:
         assert {use for use in uses if not use.startswith("actions/")} == {ACTION}
         assert f"uses: {ACTION} # v{__version__}\n" in text
         assert flow["permissions"] == {"contents": "read"}
-    [hooks] = yaml.load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
-    assert (hooks["repo"], hooks["rev"]) == ("https://github.com/example/gpudrv", COMMIT)
-    assert [hook["id"] for hook in hooks["hooks"]] == [
-        hook["id"] for hook in yaml.load((REPO / ".pre-commit-hooks.yaml").read_text())
-    ]
+    # The hooks are local: the gpudrv on PATH, the version the workflows pin (named in the comment).
+    text = (tmp_path / ".pre-commit-config.yaml").read_text()
+    assert f"gpudrv v{__version__}, the one the workflows pin: {ACTION}" in text
+    [hooks] = yaml.load(text)["repos"]
+    assert hooks["repo"] == "local"
+    published = yaml.load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert [hook["id"] for hook in hooks["hooks"]] == [hook["id"] for hook in published]
+    for hook in hooks["hooks"]:
+        assert (hook["language"], hook["pass_filenames"]) == ("system", False)
+        assert hook["entry"].split()[0] == "gpudrv"
     config = yaml.load((tmp_path / "gpudrv.yaml").read_text())
     assert config == {"fleet": "clusters/prod", "matrix": "matrix/support-matrix.csv"}
 
