@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from reconciler.adapters import config
 from reconciler.adapters.registry import CONCURRENCY
@@ -24,16 +24,6 @@ from reconciler.errors import GpudrvError
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
 DEFAULT_MANIFESTS = Path("clusters")
 GITHUB_HELP = "github (annotations and a step summary; the default when GITHUB_ACTIONS=true)"
-
-
-class Parser(argparse.ArgumentParser):
-    """argparse with gpudrv's promise for bad input: exit 2 and one line on stderr (argparse prints
-    the usage too); the message flattened, as it may quote a value with a newline."""
-
-    def error(self, message: str) -> NoReturn:
-        flat = message.replace("\r", "\\r").replace("\n", "\\n")
-        verb = self.prog.partition(" ")[2]
-        self.exit(2, f"gpudrv: {verb + ': ' if verb else ''}{flat} (see {self.prog} --help)\n")
 
 
 @dataclass(frozen=True)
@@ -75,23 +65,34 @@ def refuse_empty(args: argparse.Namespace) -> None:
 
 
 def configure(args: argparse.Namespace) -> None:
-    """Flags win; then gpudrv.yaml (--config, $GPUDRV_CONFIG or ./gpudrv.yaml); then the defaults."""
+    """Flags win; then gpudrv.yaml (--config, $GPUDRV_CONFIG or the nearest gpudrv.yaml up to the
+    repository root); then the defaults, read from the found gpudrv.yaml's directory."""
     settings = config.load(args.config)
     if "matrix" in args and args.matrix is None:
-        args.matrix = settings.matrix or DEFAULT_MATRIX
+        args.matrix = settings.matrix or settings.root / DEFAULT_MATRIX
     if "operator_version" in args and args.operator_version is None:
         args.operator_version = settings.operator_version
     if "folder" in args and args.folder is None:  # manifests validate
-        args.folder = settings.fleet or DEFAULT_MANIFESTS
+        args.folder = settings.fleet or settings.root / DEFAULT_MANIFESTS
     args.fleet = settings.fleet  # the desired state, for the commands that need it (see desired)
     args.config_registry, args.config_path = settings.registry, settings.path  # see repository
+
+
+def fleet_nodes(args: argparse.Namespace) -> None:
+    """matrix impact: with no --from and no --kubeconfig/--context, gpudrv.yaml's fleet is the nodes."""
+    if args.from_dir is None and args.fleet is not None and not (args.kubeconfig or args.context):
+        args.from_dir = args.fleet
 
 
 def desired(args: argparse.Namespace) -> Path:
     """The desired state in git: --from, else gpudrv.yaml's fleet."""
     if args.from_dir is None and args.fleet is None:
+        found = (
+            f"{args.config_path} has no fleet:" if args.config_path else f"no gpudrv.yaml {config.searched()}"
+        )
         raise GpudrvError(
-            f"gpudrv {args.command} needs --from DIR (or fleet: in gpudrv.yaml): the desired state in git"
+            f"gpudrv {args.command} needs --from DIR (or fleet: in gpudrv.yaml): the desired state in git; "
+            f"{found}"
         )
     return Path(args.from_dir or args.fleet)
 
@@ -99,13 +100,16 @@ def desired(args: argparse.Namespace) -> Path:
 # --- option groups -------------------------------------------------------------------------------
 
 
-def node_options(manifests: bool = True) -> argparse.ArgumentParser:
+def node_options(manifests: bool = True, desired: bool = False) -> argparse.ArgumentParser:
+    """--from and the cluster's options. `desired`: the command reads the live cluster, and --from
+    names the desired state in git (plan, apply, status), not a replacement for the cluster."""
     options = argparse.ArgumentParser(add_help=False)
     group = options.add_argument_group("nodes")
     if manifests:
-        group.add_argument(
-            "--from", dest="from_dir", type=path("--from"), metavar="DIR", help="read manifests under DIR"
+        what = (
+            "the desired state in git, under DIR" if desired else "read manifests under DIR, not the cluster"
         )
+        group.add_argument("--from", dest="from_dir", type=path("--from"), metavar="DIR", help=what)
     cluster_options(group)
     group.add_argument(
         "--operator-version",
@@ -143,6 +147,17 @@ def selector_option() -> argparse.ArgumentParser:
         metavar="SELECTOR",
         help="only the nodes whose labels match, like kubectl -l (e.g. pool=a100 or 'zone in (a,b),!spare'); "
         "with --from, the labels the manifests declare",
+    )
+    return options
+
+
+def allow_empty_option() -> argparse.ArgumentParser:
+    """--allow-empty, for the commands that check GPU nodes: finding none is exit 2 without it."""
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="a fleet with no GPU node (or none -l selects) is OK, not an error (exit 2 without it)",
     )
     return options
 

@@ -14,9 +14,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler import __version__
+from reconciler import __version__, parsing, usage
 from reconciler import arguments as args_
-from reconciler.adapters import actions_guard, config, github, output, sources
+from reconciler.adapters import actions_guard, config, github, kube, output, sources
 from reconciler.adapters.kube import Options
 from reconciler.commands import ERROR, Installer, Output
 from reconciler.core.tags import ImageKey
@@ -37,15 +37,27 @@ def _guarded_main(argv: Sequence[str] | None) -> int:
         return _main(argv)
 
 
+# Commands that only read the live cluster and have no --from at all.
+LIVE_ONLY = frozenset({"drain"})
+# Commands whose --from reads manifests instead of the cluster (for the others it is the desired state).
+OFFLINE = frozenset({"tag", "audit", "explain", "report", "impact"})
+
+
 def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        parsing.refuse_extras(parser, args, extras, live_only=args.command in LIVE_ONLY)
+    if "handler" not in args:  # `gpudrv` or `gpudrv matrix` alone
+        parsing.missing_command(parsing.chosen(parser, args))
     handler: Handler = args.handler
     _default_output(args)
     try:
         args_.refuse_empty(args)
         args_.configure(args)
         return handler(args)
+    except kube.NoCluster as exc:
+        return _error(args, GpudrvError(_no_cluster(args, exc)))
     except GpudrvError as exc:
         return _error(args, exc)
     except KeyboardInterrupt:
@@ -60,6 +72,18 @@ def _default_output(args: argparse.Namespace) -> None:
     if args.output is None:
         args.output = Output.GITHUB if os.environ.get("GITHUB_ACTIONS") == "true" else Output.TEXT
     args.output = Output(args.output)
+
+
+def _no_cluster(args: argparse.Namespace, error: kube.NoCluster) -> str:
+    """Say that the command reads the live cluster; offer --from only where it reads manifests."""
+    verb = getattr(args, "verb", None) or args.command
+    if verb in OFFLINE:
+        return f"{kube.NO_CLUSTER}: pass --kubeconfig or --context, set KUBECONFIG, or use --from DIR"
+    name = " ".join(part for part in (args.command, getattr(args, "verb", None)) if part)
+    if verb == "init":
+        name += " --from-cluster"
+    desired = " (--from DIR is the desired state in git)" if "from_dir" in args else ""
+    return f"{name} reads the live cluster{desired}: {error}"
 
 
 def _error(args: argparse.Namespace, error: GpudrvError) -> int:
@@ -80,38 +104,36 @@ def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = args_.Parser(  # subcommands are Parsers too (type(parser))
-        prog="gpudrv",
-        description="Precompiled GPU driver images on Kubernetes: tags, matrix audits, safe upgrades.",
+    parser: argparse.ArgumentParser = parsing.Parser(  # subcommands are Parsers too (type(parser))
+        prog="gpudrv", **usage.texts(usage.USAGE["gpudrv"])
     )
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
     parser.add_argument(
         "--config",
         type=args_.given("--config", "path"),  # a name, checked as a file by config.load
         metavar="PATH",
-        help=f"flag defaults (default: ${config.ENVIRONMENT}, else ./{config.DEFAULT_NAME} if present)",
+        help=f"flag defaults (default: ${config.ENVIRONMENT}, else {config.DEFAULT_NAME} in this directory "
+        "or above it, up to the repository root)",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: the list, exit 2
     nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
-    selector = args_.selector_option()
+    selector, empty = args_.selector_option(), args_.allow_empty_option()
 
-    tag_cmd = commands.add_parser(
-        "tag", parents=[nodes, output], help="print the driver image tag a node needs"
-    )
+    tag_cmd = commands.add_parser("tag", parents=[nodes, output], **usage.of("tag"))
     tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
     tag_cmd.set_defaults(handler=_tag)
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, selector, matrix_file, args_.output_option(Output.GITHUB)],
-        help="check every GPU node's image is in the matrix",
+        parents=[nodes, selector, empty, matrix_file, args_.output_option(Output.GITHUB)],
+        **usage.of("audit"),
     )
     args_.registry_options(audit_cmd, audit=True)
     audit_cmd.set_defaults(handler=_audit)
 
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
-    _add_upgrade_commands(commands, [nodes, selector], matrix_file, output)
+    _add_upgrade_commands(commands, [nodes, selector, empty], matrix_file, output)
     _add_explain_command(commands, [nodes, selector])
     _add_diff_command(commands, selector)
     _add_init_command(commands)
@@ -120,13 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    init_cmd = commands.add_parser(
-        "init",
-        help="start a fleet repository: gpudrv.yaml, the matrix, a cluster, workflows, pre-commit",
-        description="Writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources, "
-        "Node manifests), .github/workflows/{pr,audit,apply}.yml and .pre-commit-config.yaml, pinned to "
-        "this gpudrv's commit. Never overwrites: a file already there is exit 2, and nothing is written.",
-    )
+    init_cmd = commands.add_parser("init", **usage.of("init"))
     init_cmd.add_argument(
         "folder", nargs="?", type=args_.path("DIR"), default=Path(), metavar="DIR", help="default: ."
     )
@@ -165,10 +181,7 @@ def _add_explain_command(
     explain_cmd = commands.add_parser(
         "explain",
         parents=nodes,
-        help="which nodes a workload may run on, why not the others, and CUDA driver checks",
-        description="Pods, Jobs, CronJobs, Deployments and StatefulSets (their pod templates) from "
-        "--from DIR, or live pods. Exit 1 when a workload fits no node or a node's driver is too old "
-        "for its CUDA image (with -o github only the latter: fitting no node is a warning there).",
+        **usage.of("explain"),
     )
     explain_cmd.add_argument(
         "target", nargs="?", metavar="KIND/NAME", help="e.g. pod/cuda13-job (default: every workload)"
@@ -186,13 +199,13 @@ def _add_explain_command(
 def _add_matrix_commands(
     commands: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
 ) -> None:
-    group = commands.add_parser("matrix", help="validate or extend the support matrix")
-    verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
+    group = commands.add_parser("matrix", **usage.of("matrix"))
+    verbs = group.add_subparsers(dest="verb", metavar="VERB")
 
     validate = verbs.add_parser(
         "validate",
         parents=[matrix_file, args_.output_option(Output.GITHUB)],
-        help="check the matrix file",
+        **usage.of("matrix validate"),
     )
     validate.add_argument(
         "path",
@@ -206,8 +219,8 @@ def _add_matrix_commands(
     add = verbs.add_parser(
         "add",
         parents=[matrix_file, args_.output_option()],
-        help="append a row for an image that was built",
         usage="gpudrv matrix add [--matrix PATH] [-o FORMAT] (BRANCH KERNEL OS_TAG | --tag TAG)",
+        **usage.of("matrix add"),
     )
     add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
@@ -222,9 +235,7 @@ def _add_matrix_verify(
     verify = verbs.add_parser(
         "verify",
         parents=[matrix_file, args_.output_option(Output.GITHUB)],
-        help="check every row's image is in the OCI registry",
-        description="HEAD of each row's manifest in the registry (credentials from $REGISTRY_AUTH_FILE or "
-        "the docker config, else anonymous). Exit 0 all there, 1 a row without its image, 2 an error.",
+        **usage.of("matrix verify"),
     )
     args_.registry_options(verify)
     verify.add_argument(
@@ -261,17 +272,14 @@ def _add_matrix_git_commands(
     history_cmd = verbs.add_parser(
         "history",
         parents=[matrix_file, args_.output_option()],
-        help="every row ever in the matrix: added and removed by which commit, author, date, PR",
-        description="One pass over the first-parent git history of the matrix file (needs a full "
-        "clone). A merged pull request's rows belong to the commit that landed them.",
+        **usage.of("matrix history"),
     )
     history_cmd.set_defaults(handler=_history)
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[args_.node_options(), args_.selector_option(), matrix_file],
-        help="rows added/removed since REF, and each GPU node's audit status before and after",
-        description="Exit 1 when a node that had its image at REF would lose it.",
+        parents=[args_.node_options(), args_.selector_option(), args_.allow_empty_option(), matrix_file],
+        **usage.of("matrix impact"),
     )
     impact_cmd.add_argument(
         "--base",
@@ -295,8 +303,7 @@ def _add_diff_command(
     diff_cmd = commands.add_parser(
         "diff",
         parents=[selector, args_.output_option(Output.GITHUB)],
-        help="node labels, PDB specs and GPU Operator driver resources in git against the live cluster",
-        description="Like kubectl diff: '-' live, '+' desired. Exit 0 no drift, 1 drift, 2 error.",
+        **usage.of("diff"),
     )
     diff_cmd.add_argument(
         "--from",
@@ -310,13 +317,12 @@ def _add_diff_command(
 
 
 def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    group = commands.add_parser("manifests", help="check the Node manifests of the desired fleet")
-    verbs = group.add_subparsers(dest="verb", required=True, metavar="VERB")
+    group = commands.add_parser("manifests", **usage.of("manifests"))
+    verbs = group.add_subparsers(dest="verb", metavar="VERB")
     validate = verbs.add_parser(
         "validate",
         parents=[args_.output_option(Output.GITHUB)],
-        help="check every Node manifest against schemas/node-manifest.schema.json",
-        description="Every problem as FILE:LINE: message, at the label at fault. Exit 0 valid, 2 invalid.",
+        **usage.of("manifests validate"),
     )
     validate.add_argument(
         "--from",
@@ -331,14 +337,14 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
     """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
     always, for commands whose --from names the desired state instead)."""
-    selector = getattr(args, "selector", None)
+    selector, empty = getattr(args, "selector", None), getattr(args, "allow_empty", False)
     if live:
-        return sources.NodeSource(None, _options(args), args.operator_version, selector)
+        return sources.NodeSource(None, _options(args), args.operator_version, selector, empty)
     if args.from_dir and (args.kubeconfig or args.context):
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector)
+    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector, empty)
 
 
 def _add_upgrade_commands(
@@ -356,19 +362,18 @@ def _add_upgrade_commands(
     )
     gates.add_argument("--force", action="store_true", help="also delete pods that have no controller")
 
+    desired = [args_.node_options(desired=True), *nodes[1:]]  # nodes: [node options, -l, --allow-empty]
     plan_cmd = commands.add_parser(
         "plan",
-        parents=[*nodes, matrix_file, gates, output],
-        help="the upgrades git asks for, their steps and gates",
+        parents=[*desired, matrix_file, gates, output],
+        **usage.of("plan"),
     )
     plan_cmd.set_defaults(handler=_plan)
 
     apply_cmd = commands.add_parser(
         "apply",
-        parents=[*nodes, matrix_file, gates, args_.output_option(Output.GITHUB)],
-        help="upgrade nodes to their desired driver",
-        epilog="-o json/yaml: the progress lines go to stderr, one summary object to stdout at the end; "
-        "-o github (the default inside GitHub Actions): the progress as text and a step summary",
+        parents=[*desired, matrix_file, gates, args_.output_option(Output.GITHUB)],
+        **usage.of("apply"),
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
@@ -425,12 +430,7 @@ def _add_upgrade_commands(
     apply_cmd.set_defaults(handler=_apply)
 
     cluster_only = args_.node_options(manifests=False)
-    drain_cmd = commands.add_parser(
-        "drain",
-        parents=[cluster_only, output],
-        help="cordon and evict, naming the budget that refuses",
-        epilog="-o json/yaml: the progress lines go to stderr, one summary object to stdout at the end",
-    )
+    drain_cmd = commands.add_parser("drain", parents=[cluster_only, output], **usage.of("drain"))
     drain_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
     drain_cmd.add_argument(
         "--timeout", type=args_.seconds, default=300.0, metavar="D", help="give up after D (default 5m)"
@@ -441,17 +441,13 @@ def _add_upgrade_commands(
     )
     drain_cmd.set_defaults(handler=_drain)
 
-    status_cmd = commands.add_parser(
-        "status", parents=[*nodes, matrix_file, output], help="one line per GPU node"
-    )
+    status_cmd = commands.add_parser("status", parents=[*desired, matrix_file, output], **usage.of("status"))
     status_cmd.set_defaults(handler=_status)
 
     report_cmd = commands.add_parser(
         "report",
         parents=[*nodes, matrix_file, args_.output_option(Output.HTML)],
-        help="NODES, SKEW, MATRIX_ROWS, per-node tag; -o html: the fleet page",
-        description="Live, or offline with --from DIR. -o html writes one self-contained HTML page "
-        "(coverage grid, upgrade states, matrix history): gpudrv report -o html > fleet.html",
+        **usage.of("report"),
     )
     report_cmd.set_defaults(handler=_report)
 
@@ -516,6 +512,7 @@ def _history(a: argparse.Namespace) -> int:
 def _impact(a: argparse.Namespace) -> int:
     from reconciler.commands import impact
 
+    args_.fleet_nodes(a)
     return impact.run(a.base, a.matrix, _source(a), a.output)
 
 
@@ -543,6 +540,7 @@ def _plan(a: argparse.Namespace) -> int:
         output=a.output,
         operator_version=a.operator_version,
         selector=a.selector,
+        allow_empty=a.allow_empty,
     )
 
 
@@ -579,14 +577,7 @@ def _report(a: argparse.Namespace) -> int:
 
 
 def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    reconcile_cmd = commands.add_parser(
-        "reconcile",
-        help="run in the cluster: pull the fleet repo, watch GPU nodes, report (metrics, events)",
-        description="A long-running loop: fetches --branch of --repo every --interval (or on POST /sync), "
-        "lists and watches the GPU nodes, audits each node the moment it joins or its labels change, and "
-        "serves /metrics, /healthz and /readyz; Node events DriverImageMissing. One replica acts (Lease "
-        "leader election). Audit only, unless --apply. SIGTERM stops it between steps.",
-    )
+    reconcile_cmd = commands.add_parser("reconcile", **usage.of("reconcile"))
     args_.reconcile_options(reconcile_cmd)
     reconcile_cmd.set_defaults(handler=_reconcile)
 
@@ -619,6 +610,7 @@ def _apply(args: argparse.Namespace) -> int:
             release=args.release,
             hold_only=args.hold,
             await_sync=args.await_sync,
+            allow_empty=args.allow_empty,
         )
         return _as_data(
             args, "apply", lambda record: rollout.run(staged, _options(args), record), dry_run=args.dry_run
@@ -641,6 +633,7 @@ def _apply(args: argparse.Namespace) -> int:
         install_timeout=args.timeout,
         force=args.force,
         selector=args.selector,
+        allow_empty=args.allow_empty,
     )
     return _as_data(
         args, "apply", lambda record: apply.run(settings, _options(args), record), dry_run=args.dry_run

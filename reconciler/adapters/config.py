@@ -1,8 +1,11 @@
 """`gpudrv.yaml`: the fleet repository's defaults for gpudrv's flags (schemas/gpudrv-config.schema.json).
 
-Found as `--config PATH`, else `$GPUDRV_CONFIG`, else `gpudrv.yaml` in the current directory when it
-exists. A flag given on the command line always wins over the file. Relative paths in the file are
-read from the file's own directory, so a step may run from anywhere in the repository.
+Found as `--config PATH`, else `$GPUDRV_CONFIG`, else the nearest `gpudrv.yaml` from the current
+directory up to the repository root (the directory with `.git`; never above it; outside a repository
+only the current directory). A flag given on the command line always wins over the file. Relative
+paths in the file are read from the file's own directory, so a step may run from anywhere in the
+repository; so are gpudrv's own defaults (matrix/support-matrix.csv) when the file was found by that
+walk, since its directory is then the fleet repository's root.
 """
 
 from __future__ import annotations
@@ -25,21 +28,42 @@ class Config:
 
     path: Path | None = None
     fleet: Path | None = None
+    root: Path = Path()  # where gpudrv's default paths are read: the found gpudrv.yaml's directory
     matrix: Path | None = None
     operator_version: str | None = None
     registry: str | None = None
 
 
 def find(explicit: str | None) -> Path | None:
-    """The config file to read: the flag, the environment variable, or ./gpudrv.yaml if present."""
+    """The config file to read: the flag, the environment variable, or the nearest gpudrv.yaml."""
     for given, what in ((explicit, "--config"), (os.environ.get(ENVIRONMENT), ENVIRONMENT)):
         if given is None:
             continue
         if not given.strip():
             raise GpudrvError(f"{what}: empty path (is a variable unset?)")
         return Path(given)
-    default = Path(DEFAULT_NAME)
-    return default if default.is_file() else None
+    return discover()
+
+
+def discover(start: Path | None = None) -> Path | None:
+    """gpudrv.yaml in `start` (default: the current directory) or a parent, up to the repository root
+    and never above it; outside a repository only in `start`. Relative to `start`, like ../gpudrv.yaml."""
+    here = (start or Path()).absolute()
+    folders = [here, *here.parents]
+    root = next((index for index, folder in enumerate(folders) if (folder / ".git").exists()), 0)
+    for depth, folder in enumerate(folders[: root + 1]):
+        if (folder / DEFAULT_NAME).is_file():
+            return (start or Path()) / Path(*[".."] * depth) / DEFAULT_NAME
+    return None
+
+
+def searched(start: Path | None = None) -> str:
+    """Where discover looks, for messages: `in /x/y or above it up to /x` or `in /x/y`."""
+    here = (start or Path()).absolute()
+    root = next((folder for folder in [here, *here.parents] if (folder / ".git").exists()), None)
+    if root is None or root == here:
+        return f"in {here}"
+    return f"in {here} or above it up to the repository root {root}"
 
 
 def load(explicit: str | None = None) -> Config:
@@ -56,6 +80,7 @@ def load(explicit: str | None = None) -> Config:
     base = path.parent
     return Config(
         path=path,
+        root=base if explicit is None and os.environ.get(ENVIRONMENT) is None else Path(),
         fleet=_path(base, document.get("fleet")),
         matrix=_path(base, document.get("matrix")),
         operator_version=_text(document.get("operatorVersion")),

@@ -433,6 +433,13 @@ def raw(**extra: Any) -> dict[str, Any]:
     return {"_preload_content": False, "_request_timeout": _timeouts.pair(), **extra}
 
 
+NO_CLUSTER = "no cluster configured"
+
+
+class NoCluster(GpudrvError):
+    """No kubeconfig and not in a pod: the CLI says what the command would have read (cli._no_cluster)."""
+
+
 def connect(options: Options) -> Gateway:
     """Configuration as kubectl finds it: --kubeconfig, KUBECONFIG, ~/.kube/config, else in-cluster."""
     global _timeouts  # noqa: PLW0603 - one run, one set of timeouts (apply's worker threads share them)
@@ -445,9 +452,7 @@ def connect(options: Options) -> Gateway:
     elif os.environ.get("KUBERNETES_SERVICE_HOST"):
         api = _client("in-cluster configuration", _in_cluster)
     else:
-        raise GpudrvError(
-            "no cluster configured: pass --kubeconfig or --context, set KUBECONFIG, or use --from DIR"
-        )
+        raise NoCluster(f"{NO_CLUSTER}: pass --kubeconfig or --context, or set KUBECONFIG")
     api.rest_client.pool_manager = _BoundedPool(api.rest_client.pool_manager)
     api.user_agent = USER_AGENT  # the API server's audit log and metrics name gpudrv
     return Gateway(api, str(api.configuration.host))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from io import StringIO
@@ -46,6 +47,17 @@ def build_record(path: Path = BUILD_RECORD) -> BuildRecord | None:
     return BuildRecord(
         repository if isinstance(repository, str) else None, data["commit"], bool(data.get("dirty"))
     )
+
+
+def on_path(program: str) -> str | None:
+    """Where `program` is on PATH, or None."""
+    return shutil.which(program)
+
+
+def in_git(folder: Path) -> bool:
+    """Is `folder` (or the nearest existing parent) inside a git work tree?"""
+    here = folder.absolute()
+    return any((parent / ".git").exists() for parent in [here, *here.parents])
 
 
 def template(name: str, values: Mapping[str, str]) -> str:

@@ -12,8 +12,27 @@ from reconciler.adapters.cluster import Cluster, connect
 from reconciler.core import matrix, reads
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Wants
-from reconciler.core.tags import Node
+from reconciler.core.tags import GPU_PRESENT, Node
 from reconciler.errors import GpudrvError
+
+
+class NoGpuNode(GpudrvError):
+    """A check that found no GPU node to check: a wrong --from, a -l that matches nothing, a cluster
+    without GPU nodes. Exit 2, so a scheduled check never passes having checked nothing."""
+
+
+def require_gpu_nodes(count: int, where: str, selector: LabelSelector | None, allow_empty: bool) -> None:
+    """Refuse an empty set of GPU nodes `where` (`in DIR`, `in the cluster at HOST`) unless the fleet
+    is declared empty (--allow-empty)."""
+    if count or allow_empty:
+        return
+    if selector is not None:
+        raise no_gpu_node(f"no GPU node {where} matches -l {selector.text()}")
+    raise no_gpu_node(f"no GPU node {where} (no node labelled {GPU_PRESENT}=true)")
+
+
+def no_gpu_node(subject: str) -> NoGpuNode:
+    return NoGpuNode(f"{subject}: nothing was checked (--allow-empty if that is expected)")
 
 
 @dataclass(frozen=True)
@@ -24,6 +43,15 @@ class NodeSource:
     cluster: kube.Options = field(default_factory=kube.Options)
     operator_version: str | None = None  # None: the running operator's release live, else the newest
     selector: LabelSelector | None = None  # -l: only these nodes (the manifests' labels with --from)
+    allow_empty: bool = False  # --allow-empty: no GPU node is a result, not an error
+
+    def where(self) -> str:
+        """Where the nodes are read, for messages: `in DIR` or `in the cluster at HOST`."""
+        return f"in {self.from_dir}" if self.from_dir is not None else f"in the cluster at {self.live.host}"
+
+    def require(self, count: int) -> None:
+        """No GPU node read is exit 2 (see NoGpuNode), unless allow_empty."""
+        require_gpu_nodes(count, self.where(), self.selector, self.allow_empty)
 
     @cached_property
     def live(self) -> Cluster:

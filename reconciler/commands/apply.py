@@ -41,6 +41,7 @@ class Settings:
     install_timeout: float = 600.0
     force: bool = False
     selector: LabelSelector | None = None  # -l: only the declared nodes whose declared labels match
+    allow_empty: bool = False  # --allow-empty: no declared GPU node is nothing to do, not an error
 
     def options(self) -> executor.Options:
         return executor.Options(
@@ -53,6 +54,7 @@ def run(settings: Settings, options: kube.Options, record: up.Record | None = No
     record.mode = "lab"
     _refuse_operator_resources(settings.from_dir)
     desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
+    up.require_declared(desired, settings.from_dir, settings.selector, settings.allow_empty)
     images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = up.connect(options)
     _refuse_beside_operator(fleet)  # 3. never two controllers on one label

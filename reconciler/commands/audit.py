@@ -14,7 +14,9 @@ from reconciler.render import document
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
     tags = valid_matrix(matrix_path).tags()
-    result = audit_wants(source.wants(), tags)
+    found = source.wants()
+    source.require(len(found.wants))
+    result = audit_wants(found, tags)
     if output is Output.GITHUB:
         github.publish(
             show.annotate(result, matrix_path), show.summary(result, matrix_path), show.closing(result)
@@ -22,5 +24,6 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
     elif output.structured:
         print(document.text(show.as_json(result, matrix=str(matrix_path)), output))
     else:
-        print(show.as_text(result))
+        against = show.images_in(len(tags), str(matrix_path))
+        print(show.as_text(result, against))
     return OK if result.ok else FINDINGS

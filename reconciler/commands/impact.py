@@ -30,7 +30,9 @@ def run(base: str, matrix_path: Path, source: NodeSource, output: Output) -> int
     text = git.read_at(repo, base, repo_path)
     # The base is history: take the rows it had, even if it also had problems.
     before = [] if text is None else [row.key for row in matrix.parse(text, schemas.load("matrix-row")).rows]
-    result = impact_wants(before, [row.key for row in rows], source.wants().wants)
+    found = source.wants()
+    source.require(len(found.wants))
+    result = impact_wants(before, [row.key for row in rows], found.wants)
     if output is Output.GITHUB:
         context = show.Context(base, matrix_path, {row.key: row.line for row in rows})
         github.publish(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sys
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from reconciler.errors import GpudrvError
 WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml")
 CONFIG_FILES = ("gpudrv.yaml", "matrix/support-matrix.csv")
 NEWEST_RULE = "v26.7.0"  # for the commented hint in gpudrv.yaml
+WIDTH = 100  # the next steps' paragraphs
 
 
 @dataclass(frozen=True)
@@ -99,8 +101,6 @@ def _common_files(pin: plan.Pin, fleet_dir: str) -> dict[str, str]:
         "ACTION": pin.action,
         "VERSION": f"v{pin.version}",
         "FLEET": fleet_dir,
-        "REPOSITORY_URL": pin.url,
-        "COMMIT": pin.commit,
     }
     files = {f".github/workflows/{name}": scaffold.template(name, values) for name in WORKFLOWS}
     files[".pre-commit-config.yaml"] = scaffold.template("pre-commit-config.yaml", values)
@@ -177,16 +177,50 @@ def _report(
     print(f"{_count(nodes, 'GPU node')} ({source}), {_count(len(fleet.rows), 'matrix row')}")
     for line in warnings:
         print(f"gpudrv init: {line}", file=sys.stderr)
+    _prerequisites(pin)
+    _next_steps(settings, pin)
+
+
+def _prerequisites(pin: plan.Pin) -> None:
+    """The hooks run `pre-commit` and the gpudrv on PATH: say whether each is there."""
+    print("needs, on PATH:")
+    for name, why, install in (
+        ("pre-commit", "it runs the hooks of .pre-commit-config.yaml", "pipx install pre-commit"),
+        (
+            f"gpudrv {pin.version}",
+            "the hooks run it, as the workflows do",
+            f"pipx install git+{pin.url}@{pin.commit}",
+        ),
+    ):
+        found = scaffold.on_path(name.split()[0])
+        print(f"  {name}: {why} ({'found: ' + found if found else 'not found: ' + install})")
+
+
+def _next_steps(settings: Settings, pin: plan.Pin) -> None:
+    where = settings.folder
     print("next:" if where == Path() else f"next, in {where}:")
     steps = [
+        *([("git init -b main", "a git repository first")] if not scaffold.in_git(where) else []),
         (f"gpudrv audit --from clusters/{settings.name}", "what the PR check runs"),
         ("pre-commit install", "the same checks before each commit"),
-        ("git add -A && git commit -m 'Fleet repository for gpudrv' && git push", ""),
+        ("git add -A && git commit -m 'Fleet repository for gpudrv'", "the hooks run here"),
+        ("git remote add origin git@github.com:OWNER/FLEET.git", "an empty repository on GitHub"),
+        ("git push -u origin main", "the PR check runs on every pull request"),
     ]
-    width = max(len(command) for command, why in steps if why)
+    width = max(len(command) for command, _ in steps)
     for command, why in steps:
-        print(f"  {command:<{width}}  # {why}" if why else f"  {command}")
-    print("  on GitHub: environments fleet-audit and production, each with a KUBECONFIG secret")
+        print(f"  {command:<{width}}  # {why}")
+    print("on GitHub, in the fleet repository's settings:")
+    for line in (
+        f"the workflows run gpudrv's action {pin.action} (--action OWNER/NAME@COMMIT: a GitHub repository "
+        "holding gpudrv's action.yml, gpudrv's own or your fork, at a full 40-digit commit); the fleet "
+        "repository must be allowed to use it (Actions > General)",
+        "environment fleet-audit, secret KUBECONFIG: for the scheduled audit (audit.yml), a read-only "
+        "kubeconfig that may list nodes, and list nvidia.com clusterpolicies and nvidiadrivers",
+        "environment production, secret KUBECONFIG: for apply.yml after a merge, a kubeconfig that may "
+        "cordon, evict and relabel nodes and apply PodDisruptionBudgets; give it required reviewers",
+    ):
+        print(textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    "))
 
 
 def _count(number: int, noun: str) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from reconciler.adapters import kube
 from reconciler.adapters import operator as operator_files
 from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.sources import require_gpu_nodes
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
 from reconciler.core import reads, rollout
@@ -32,14 +33,19 @@ def run(
     output: Output,
     operator_version: str | None = None,
     selector: LabelSelector | None = None,
+    allow_empty: bool = False,
 ) -> int:
     desired = up.load_desired(from_dir, selector)
+    if not operator_files.load_resources(from_dir):  # lab mode: the declared GPU nodes are the plan's
+        up.require_declared(desired, from_dir, selector, allow_empty)
     images = up.load_images(matrix_path, merged_ref)
     fleet = up.connect(options)
     version = operator_version or operator_files.live_operator_version(fleet.gateway)
     contract = operator_files.offline_contract(from_dir, version)
     if contract.mode is not Mode.LAB:
-        return _operator_plan(fleet, contract, images, force, output, selector=selector)
+        return _operator_plan(
+            fleet, contract, images, force, output, selector=selector, allow_empty=allow_empty
+        )
     live = up.read_live(fleet, desired)
     plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
     code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
@@ -58,9 +64,11 @@ def _operator_plan(
     output: Output,
     *,
     selector: LabelSelector | None,
+    allow_empty: bool,
 ) -> int:
     """The resources in git applied to the live nodes' facts (kernel, OS, the driver they run)."""
     live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
+    require_gpu_nodes(len(live), f"in the cluster at {fleet.host}", selector, allow_empty)
     found = operator_files.wants(contract, live)
     moving = [
         w.node.name

@@ -68,6 +68,7 @@ def audit(
 ) -> int:
     """The fleet's audit with the registry's tags in place of the matrix: the same findings."""
     found = source.wants()
+    source.require(len(found.wants))
     tags = oci.wanted_tags(want.tag for want in found.wants)
     with registry.connect(repo, concurrency) as client:
         exists = client.exists_all(tags)
@@ -80,5 +81,5 @@ def audit(
     elif output.structured:
         print(document.text(show.audit_json(result, repo), output))
     else:
-        print(audit_show.as_text(result))
+        print(audit_show.as_text(result, audit_show.images_in(len(present), str(repo))))
     return OK if result.ok else FINDINGS

@@ -21,6 +21,7 @@ from reconciler.adapters import operator as operator_files
 from reconciler.adapters import watch as node_watch
 from reconciler.adapters.cluster import label_selector
 from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK, driver_resources
 from reconciler.commands import upgrades as up
 from reconciler.core import audit, budget, supervise
@@ -48,6 +49,7 @@ class Settings:
     selector: LabelSelector | None = None
     operator_version: str | None = None
     release: bool = False
+    allow_empty: bool = False  # --allow-empty: no GPU node the resources select is not an error
     hold_only: bool = False  # --hold: gates and holds, then leave the resources to their GitOps engine
     await_sync: bool = False  # --await-sync: never apply; wait for the engine to, then stage the rollout
 
@@ -76,6 +78,10 @@ def run(settings: Settings, options: kube.Options, record: up.Record | None = No
     rules = _policy(fleet, contract)
     rollout = Rollout(fleet, contract, images, rules, settings, declared=declared, record=record)
     facts = rollout.start()
+    if not facts and not settings.allow_empty:
+        matching = f" matching -l {settings.selector.text()}" if settings.selector else ""
+        where = f"in the cluster at {fleet.host}{matching} is selected by the driver resources in"
+        raise no_gpu_node(f"no GPU node {where} {settings.from_dir}")
     for node in supervise.user_skipped(facts):
         print(supervise.skipped_line(node.name), flush=True)
     if not _gate(facts, images):

@@ -31,6 +31,7 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
     live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
+    source.require(len(live))
     budgets = fleet.budgets() if live else []
     wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
     # One pod list for every node a budget may hold, not a request per node.
@@ -113,12 +114,14 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     contract = source.contract()
     if output is Output.HTML:
         live = sorted(_report_nodes(source), key=lambda node: node.name)
+        source.require(len(live))
         found = operator.wants(contract, [n.node for n in live])
         return fleet_page.run(
             matrix_path, parsed, found, nodes=live, reasons=_holds(source, live), source=source
         )
     # Text and JSON need the labels alone: one list, each node keeping what the contract reads.
     nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
+    source.require(len(nodes))
     found = operator.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)

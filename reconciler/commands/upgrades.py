@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 from reconciler.adapters import git, github, kube, manifests, schemas
 from reconciler.adapters.fleet import Fleet
-from reconciler.adapters.sources import valid_matrix
+from reconciler.adapters.sources import require_gpu_nodes, valid_matrix
 from reconciler.commands import OK, Output
 from reconciler.core import budget, matrix, reads, upgrade
 from reconciler.core.audit import AuditResult
@@ -36,6 +36,14 @@ def load_desired(from_dir: Path, selector: LabelSelector | None = None) -> Desir
     if selector is not None:
         nodes = [node for node in nodes if selector.matches(node.labels)]
     return Desired(nodes, manifests.load_budget_specs(from_dir))
+
+
+def require_declared(
+    desired: Desired, from_dir: Path, selector: LabelSelector | None, allow_empty: bool
+) -> None:
+    """Lab mode plans the declared GPU nodes: none (a wrong --from, a -l that matches none) is exit 2."""
+    count = sum(node.gpu_present for node in desired.nodes)
+    require_gpu_nodes(count, f"in {from_dir}", selector, allow_empty)
 
 
 def load_images(matrix_path: Path, merged_ref: str | None) -> Images:

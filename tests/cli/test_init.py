@@ -50,7 +50,8 @@ def test_init_writes_a_fleet_repository_that_passes_its_checks(tmp_path: Path) -
     for command in (("matrix", "validate"), ("manifests", "validate"), ("audit", "--from", "clusters/prod")):
         check = run_main(*command, cwd=fleet)
         assert (check.returncode, check.stderr) == (0, ""), command
-    assert run_main("audit", "--from", "clusters/prod", cwd=fleet).stdout == "OK\n"
+    audited = run_main("audit", "--from", "clusters/prod", cwd=fleet).stdout
+    assert audited == "OK: 1 GPU node, 1 image in matrix/support-matrix.csv\n"
     assert run_main("manifests", "validate", cwd=fleet).stdout == "clusters/prod: 1 Node manifest, valid\n"
 
 
@@ -64,11 +65,16 @@ def test_one_gpudrv_commit_everywhere(tmp_path: Path) -> None:
         assert {use for use in uses if not use.startswith("actions/")} == {ACTION}
         assert f"uses: {ACTION} # v{__version__}\n" in text
         assert flow["permissions"] == {"contents": "read"}
-    [hooks] = yaml.load((tmp_path / ".pre-commit-config.yaml").read_text())["repos"]
-    assert (hooks["repo"], hooks["rev"]) == ("https://github.com/example/gpudrv", COMMIT)
-    assert [hook["id"] for hook in hooks["hooks"]] == [
-        hook["id"] for hook in yaml.load((REPO / ".pre-commit-hooks.yaml").read_text())
-    ]
+    # The hooks are local: the gpudrv on PATH, the version the workflows pin (named in the comment).
+    text = (tmp_path / ".pre-commit-config.yaml").read_text()
+    assert f"gpudrv v{__version__}, the one the workflows pin: {ACTION}" in text
+    [hooks] = yaml.load(text)["repos"]
+    assert hooks["repo"] == "local"
+    published = yaml.load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert [hook["id"] for hook in hooks["hooks"]] == [hook["id"] for hook in published]
+    for hook in hooks["hooks"]:
+        assert (hook["language"], hook["pass_filenames"]) == ("system", False)
+        assert hook["entry"].split()[0] == "gpudrv"
     config = yaml.load((tmp_path / "gpudrv.yaml").read_text())
     assert config == {"fleet": "clusters/prod", "matrix": "matrix/support-matrix.csv"}
 

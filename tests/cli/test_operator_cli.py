@@ -35,9 +35,11 @@ def one_line_error(result: subprocess.CompletedProcess[str], *fragments: str) ->
 
 
 def test_the_example_fleets_pass(lab: Path) -> None:
-    for fleet in (POOLS, POLICY):
+    # Outside lab mode the OK line says what was checked.
+    for fleet, nodes in ((POOLS, 3), (POLICY, 2)):
         result = run_main("audit", "--from", fleet, "--matrix", MATRIX, cwd=lab)
-        assert (result.returncode, result.stdout) == (0, "OK\n"), result.stderr
+        expected = f"OK: {nodes} GPU nodes, 6 images in {MATRIX}\n"
+        assert (result.returncode, result.stdout) == (0, expected), result.stderr
 
 
 def test_a_driver_bump_strands_the_kernel_without_an_image(lab: Path) -> None:
@@ -89,15 +91,17 @@ def test_gpudrv_yaml_gives_the_defaults_and_flags_win(lab: Path) -> None:
     (lab / "gpudrv.yaml").write_text(f"fleet: {POOLS}\nmatrix: {MATRIX}\noperatorVersion: v26.3.3\n")
     audit = run_main("audit", "--from", POOLS, cwd=lab)
     assert "rhel9.4" in audit.stdout  # the matrix and the release both came from the file
-    assert run_main("audit", "--from", POOLS, "--operator-version", "v26.7.0", cwd=lab).stdout == "OK\n"
+    newer = run_main("audit", "--from", POOLS, "--operator-version", "v26.7.0", cwd=lab)
+    assert newer.stdout == f"OK: 3 GPU nodes, 6 images in {MATRIX}\n"
     assert run_main("manifests", "validate", cwd=lab).stdout == f"{POOLS}: 3 Node manifests, valid\n"
     moved = lab / "conf"
     moved.mkdir()
     (lab / "gpudrv.yaml").rename(moved / "fleet.yaml")  # paths are read from the file's own folder
     (moved / "fleet.yaml").write_text(f"matrix: ../{MATRIX}\n")
-    assert run_main("--config", "conf/fleet.yaml", "audit", "--from", POOLS, cwd=lab).stdout == "OK\n"
+    ok = f"OK: 3 GPU nodes, 6 images in conf/../{MATRIX}\n"
+    assert run_main("--config", "conf/fleet.yaml", "audit", "--from", POOLS, cwd=lab).stdout == ok
     from_env = run_main("audit", "--from", POOLS, cwd=lab, env={"GPUDRV_CONFIG": "conf/fleet.yaml"})
-    assert from_env.stdout == "OK\n"
+    assert from_env.stdout == ok
 
 
 @pytest.mark.parametrize(

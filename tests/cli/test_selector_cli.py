@@ -24,7 +24,16 @@ def test_audit_selects_nodes_by_their_declared_labels(lab: Path) -> None:
         name for name in everyone if name != "lab-node-1"
     ]
     assert audited(lab, "-l", "nvidia.com/cuda.driver.major in (535),type=kwok") == ["lab-node-1"]
-    assert audited(lab, "-l", "no-such-label") == []
+    assert audited(lab, "-l", "no-such-label", "--allow-empty") == []
+
+
+def test_a_selector_that_matches_no_node_is_an_error(lab: Path) -> None:
+    result = run_main("audit", "--from", "clusters/lab", "-l", "no-such-label", cwd=lab)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        "gpudrv: no GPU node in clusters/lab matches -l no-such-label: nothing was checked "
+        "(--allow-empty if that is expected)\n"
+    )
 
 
 def test_a_missing_image_outside_the_selection_is_not_reported(lab: Path) -> None:

@@ -164,4 +164,4 @@ def test_the_installed_wheel_pins_init_to_its_own_commit(venv: Path, tmp_path: P
     audit = run(
         venv / "bin" / "gpudrv", "audit", "--from", "clusters/prod", cwd=tmp_path / "fleet", env=clean_env()
     )
-    assert (audit.returncode, audit.stdout) == (0, "OK\n")
+    assert (audit.returncode, audit.stdout) == (0, "OK: 1 GPU node, 1 image in matrix/support-matrix.csv\n")

@@ -227,8 +227,11 @@ def run(block: Block, template: Path, scratch: Path) -> list[list[str]]:
 
 
 def _shown(text: str, work: Path) -> list[str]:
-    """As a page shows it: the copy's path as the clone's, no blank end."""
+    """As a page shows it: the copy's path as the clone's, the tools installed beside this Python
+    (gpudrv, pre-commit) in the clone's .venv, no blank end."""
     text = text.replace(str(work.resolve()), "~/gpudrv").replace(str(work), "~/gpudrv")
+    tools = Path(sys.executable).parent
+    text = text.replace(str(tools.resolve()), "~/gpudrv/.venv/bin").replace(str(tools), "~/gpudrv/.venv/bin")
     return [line.rstrip() for line in text.rstrip("\n").split("\n")] if text.strip("\n") else []
 
 
