@@ -3,7 +3,8 @@
 Every rule here was read from NVIDIA/gpu-operator (docs/operator-contract.md gives file and line):
 - ClusterPolicy (nvidia.com/v1) drives every GPU node unless `spec.driver.useNvidiaDriverCRD` is true;
   then each NVIDIADriver (nvidia.com/v1alpha1) drives the GPU nodes its nodeSelector matches (exact
-  key=value pairs; no nodeSelector: every GPU node), a `default: true` one the nodes no other matches,
+  key=value pairs; no nodeSelector: every GPU node), from v26.7.0 a `default: true` one the nodes no
+  other matches (before v26.7.0 the field does not exist, and it selects like any other),
   and two matching one node is refused.
 - A precompiled image is `<repository>/<image>:<version>-<kernel-version.full>-<os tag>`, the kernel
   label raw, the os tag by the release's rule (os_tags). ClusterPolicy takes the os tag of ONE GPU
@@ -24,6 +25,11 @@ from reconciler.core.tags import Node, TagError
 NVIDIADRIVER_IMAGE = "nvcr.io/nvidia/driver"  # the CRD's default for spec.image
 OS_VERSION_MAJOR = "feature.node.kubernetes.io/system-os_release.VERSION_ID.major"
 MAJOR_LABEL_POOLS: Release = (26, 7, 0)  # NVIDIADriver pools select cut os tags by VERSION_ID.major
+# NVIDIADriver spec.default exists from v26.7.0 (api/nvidia/v1alpha1/nvidiadriver_types.go:50-53 there,
+# internal/nvidiadriver/nvidiadriver.go:104-117). Before, the CRD has no such field (the API server
+# prunes it) and an NVIDIADriver without a nodeSelector selects every GPU node (v25.3.4
+# nvidiadriver_types.go:515-525), overlapping any other (internal/validator/validator.go:47-71).
+DEFAULT_DRIVERS: Release = (26, 7, 0)
 Path = tuple[str | int, ...]
 
 
@@ -208,7 +214,7 @@ class Contract:
         """The resource that decides the node's driver; ContractError when two NVIDIADrivers both claim it."""
         if self.mode is Mode.CLUSTER_POLICY:
             return self.policy if node.gpu_present else None
-        claims = [driver for driver in self.drivers if not driver.default and driver.selects(node)]
+        claims = [driver for driver in self.drivers if not self.is_default(driver) and driver.selects(node)]
         if len(claims) > 1:
             first, second = claims[0], claims[1]
             raise ContractError(
@@ -219,8 +225,16 @@ class Contract:
             )
         if claims:
             return claims[0]
-        fallback = [driver for driver in self.drivers if driver.default]
+        fallback = [driver for driver in self.drivers if self.is_default(driver)]
         return fallback[0] if fallback and node.gpu_present else None
+
+    @property
+    def has_default_drivers(self) -> bool:
+        """Does this operator release know NVIDIADriver spec.default (None: the newest rule)?"""
+        return self.release is None or self.release >= DEFAULT_DRIVERS
+
+    def is_default(self, driver: DriverResource) -> bool:
+        return driver.default and self.has_default_drivers
 
 
 def contract(resources: Sequence[DriverResource], rule: Rule, release: Release | None = None) -> Contract:
@@ -244,6 +258,15 @@ def contract(resources: Sequence[DriverResource], rule: Rule, release: Release |
     for driver in drivers:
         _check_gated(driver)
     defaults = [driver for driver in drivers if driver.default]
+    if release is not None and release < DEFAULT_DRIVERS:
+        defaults = []  # no such field before v26.7.0: each is an NVIDIADriver like any other
+    for driver in defaults:
+        if driver.node_selector:  # v26.7.0 nvidiadriver_types.go:43-45, a CEL rule of the CRD
+            raise ContractError(
+                f"{driver.where} is default: true and has a nodeSelector: the API server refuses it "
+                "(default NVIDIADriver must not use nodeSelector)",
+                driver.origin,
+            )
     if len(defaults) > 1:
         raise ContractError(
             f"{defaults[0].where} and {defaults[1].where} are both default: true; the operator allows one",

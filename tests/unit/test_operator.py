@@ -187,6 +187,23 @@ def test_the_default_nvidiadriver_takes_what_no_other_selects() -> None:
     assert contract.governing(gpu("r", RHEL)).name == "rhel"  # type: ignore[union-attr]
 
 
+def test_before_v26_7_0_default_does_not_exist_and_the_driver_selects_every_gpu_node() -> None:
+    documents = (nvd("default", default=True, version="535"), nvd("rhel", {tags.OS_ID: "rhel"}))
+    old = build(*documents, release="v25.3.4")
+    assert old.governing(gpu("u")).name == "default"  # type: ignore[union-attr]
+    with pytest.raises(ContractError, match="ConflictingNodeSelector"):
+        old.governing(gpu("r", RHEL))  # both select it: the operator deploys neither
+    # two "default" ones are no special case there, just two NVIDIADrivers for every node
+    two = build(nvd("a", default=True), nvd("b", default=True), release="v25.3.4")
+    with pytest.raises(ContractError, match="selected by both"):
+        two.governing(gpu("u"))
+
+
+def test_from_v26_7_0_a_default_nvidiadriver_with_a_node_selector_is_refused() -> None:
+    with pytest.raises(ContractError, match="must not use nodeSelector"):
+        build(nvd("default", {tags.OS_ID: "ubuntu"}, default=True), release="v26.7.0")
+
+
 # --- images --------------------------------------------------------------------------------------------
 
 
