@@ -15,7 +15,6 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import gpudrv_command, gpudrv_env
 from tests.e2e.conftest import FakeNodes, Kube
 from tests.e2e.gpu_operator import REGISTRY, SKIP_LABEL, GpuOperator
 from tests.e2e.test_operator_rollout import (
@@ -24,7 +23,7 @@ from tests.e2e.test_operator_rollout import (
     KERNELS,
     NEW,
     OLD,
-    OPERATOR_VERSION,
+    GitFleet,
     leftovers,
     precompiled,
     set_policy,
@@ -62,13 +61,10 @@ def crd_policy() -> dict[str, Any]:
 
 
 @dataclass
-class PoolFleet:
+class PoolFleet(GitFleet):
     """A GitOps repository with the ClusterPolicy and two NVIDIADrivers (pools a and b)."""
 
-    root: Path
-    kube: Kube
     operator: GpuOperator
-    nodes: FakeNodes
     pools: dict[str, list[str]] = field(default_factory=dict)
 
     def name(self, pool: str) -> str:
@@ -76,10 +72,6 @@ class PoolFleet:
 
     def pool_value(self, pool: str) -> str:
         return f"{pool}-{self.nodes.id}"
-
-    def git(self, *args: str) -> None:
-        identity = ["-c", "user.name=Platform Team", "-c", "user.email=platform@example.com"]
-        subprocess.run(["git", *identity, *args], cwd=self.root, check=True, capture_output=True)
 
     def documents(self, versions: dict[str, str]) -> list[dict[str, Any]]:
         return [
@@ -108,35 +100,6 @@ class PoolFleet:
         document = nvidia_driver(self.name(pool), version, self.pool_value(pool))
         self.kube.run(
             "apply", "--server-side", f"--field-manager={manager}", "-f", "-", stdin=json.dumps(document)
-        )
-
-    def args(self, *extra: str) -> list[str]:
-        return [
-            "apply", "--from", "fleet", "--matrix", "matrix/support-matrix.csv", "--merged-ref", "main",
-            "--operator-version", OPERATOR_VERSION, "-l", self.nodes.selector, *extra,
-        ]  # fmt: skip
-
-    def apply(
-        self, *extra: str, timeout: float = 600, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*gpudrv_command(), *self.args(*extra)],
-            cwd=self.root,
-            env=gpudrv_env({**self.kube.env, **(env or {})}),
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-
-    def start(self, *extra: str) -> subprocess.Popen[str]:
-        return subprocess.Popen(
-            [*gpudrv_command(), *self.args(*extra)],
-            cwd=self.root,
-            env=gpudrv_env(self.kube.env),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
         )
 
     def add(self, pool: str, count: int, kernel_offset: int = 0) -> list[str]:
@@ -182,7 +145,7 @@ def crd_mode(gpu_operator: GpuOperator) -> GpuOperator:
 
 @pytest.fixture
 def pools(crd_mode: GpuOperator, operator_nodes: FakeNodes, tmp_path: Path, kube: Kube) -> Any:
-    repo = PoolFleet(tmp_path, kube, crd_mode, operator_nodes)
+    repo = PoolFleet(tmp_path, kube, operator_nodes, crd_mode)
     repo.git("init", "-q", "-b", "main")
     yield repo
     for pool in ("a", "b"):

@@ -47,50 +47,30 @@ def precompiled(version: str, **upgrade: Any) -> dict[str, Any]:
 
 
 @dataclass
-class Fleet:
-    """A GitOps repository: the ClusterPolicy and the support matrix, on `main`."""
+class GitFleet:
+    """A GitOps repository on `main` and `gpudrv apply` run in it against the test's nodes."""
 
     root: Path
     kube: Kube
     nodes: FakeNodes
-    names: list[str]
 
     def git(self, *args: str) -> None:
         identity = ["-c", "user.name=Platform Team", "-c", "user.email=platform@example.com"]
         subprocess.run(["git", *identity, *args], cwd=self.root, check=True, capture_output=True)
 
-    def write(self, version: str, rows: list[str], **upgrade: Any) -> None:
-        (self.root / "fleet").mkdir(exist_ok=True)
-        (self.root / "fleet" / "cluster-policy.yaml").write_text(  # JSON is YAML
-            json.dumps(precompiled(version, **upgrade), indent=2) + "\n"
-        )
-        (self.root / "matrix").mkdir(exist_ok=True)
-        lines = ["driver_branch,kernel,os_tag", *rows]
-        (self.root / "matrix" / "support-matrix.csv").write_text("\n".join(lines) + "\n")
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", f"driver {version}")
-
     def args(self, *extra: str) -> list[str]:
         return [
-            "apply",
-            "--from",
-            "fleet",
-            "--matrix",
-            "matrix/support-matrix.csv",
-            "--merged-ref",
-            "main",
-            "--operator-version",
-            OPERATOR_VERSION,
-            "-l",
-            self.nodes.selector,
-            *extra,
-        ]
+            "apply", "--from", "fleet", "--matrix", "matrix/support-matrix.csv", "--merged-ref", "main",
+            "--operator-version", OPERATOR_VERSION, "-l", self.nodes.selector, *extra,
+        ]  # fmt: skip
 
-    def apply(self, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    def apply(
+        self, *extra: str, timeout: float = 600, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [*gpudrv_command(), *self.args(*extra)],
             cwd=self.root,
-            env=gpudrv_env(self.kube.env),
+            env=gpudrv_env({**self.kube.env, **(env or {})}),
             capture_output=True,
             text=True,
             timeout=timeout,
@@ -106,6 +86,24 @@ class Fleet:
             stderr=subprocess.STDOUT,
             text=True,
         )
+
+
+@dataclass
+class Fleet(GitFleet):
+    """The ClusterPolicy and the support matrix, on `main`."""
+
+    names: list[str]
+
+    def write(self, version: str, rows: list[str], **upgrade: Any) -> None:
+        (self.root / "fleet").mkdir(exist_ok=True)
+        (self.root / "fleet" / "cluster-policy.yaml").write_text(  # JSON is YAML
+            json.dumps(precompiled(version, **upgrade), indent=2) + "\n"
+        )
+        (self.root / "matrix").mkdir(exist_ok=True)
+        lines = ["driver_branch,kernel,os_tag", *rows]
+        (self.root / "matrix" / "support-matrix.csv").write_text("\n".join(lines) + "\n")
+        self.git("add", "-A")
+        self.git("commit", "-q", "-m", f"driver {version}")
 
 
 def rows(version: str) -> list[str]:
