@@ -104,13 +104,13 @@ def test_upgrade_the_gitops_way(gitlab: GitLab) -> None:
         line.split(": ", 1)[1] for line in progress.splitlines() if line.split(": ", 1)[-1] in STATES
     ] == STATES
     outcome = json.loads(done.stdout)
-    assert (outcome["command"], outcome["mode"], outcome["ok"], outcome["audit_ok"]) == (
+    assert (outcome["kind"], outcome["mode"], outcome["ok"], outcome["audited"]) == (
         "apply",
         "lab",
         True,
         True,
     )
-    assert [(n["node"], n["status"]) for n in outcome["nodes"]] == [("lab-node-1", "UPGRADED")]
+    assert [(n["node"], n["outcome"]) for n in outcome["nodes"]] == [("lab-node-1", "upgraded")]
     labels = lab.labels("lab-node-1")
     assert labels[STATE_LABEL] == "upgrade-done"
     assert (labels["nvidia.com/cuda.driver.major"], labels["nvidia.com/cuda.driver.minor"]) == ("550", "90")
