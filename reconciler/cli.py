@@ -344,7 +344,15 @@ def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector, empty)
+    return sources.NodeSource(
+        args.from_dir,
+        _options(args),
+        args.operator_version,
+        selector,
+        empty,
+        version_from_config=getattr(args, "version_from_config", False),
+        helm=getattr(args, "helm", None),
+    )
 
 
 def _add_upgrade_commands(
