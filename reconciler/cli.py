@@ -521,7 +521,7 @@ def _impact(a: argparse.Namespace) -> int:
     from reconciler.commands import impact
 
     args_.fleet_nodes(a)
-    return impact.run(a.base, a.matrix, _source(a), a.output)
+    return impact.run(a.base, a.matrix, _source(a), a.output, a.config_path)
 
 
 def _diff(a: argparse.Namespace) -> int:

@@ -98,6 +98,7 @@ class Offline:
     version: str | None  # the release whose os-tag rule applies (None: the newest rule)
     chart: str | None = None  # the chart version the folder pins, `v25.3.4 (file:line)`, if any
     problems: tuple[FleetNote, ...] = ()  # what the API server would refuse of the rendered resources
+    rule_from: str = "the newest rule"  # what picked the rule: `chart v25.3.4`, `operatorVersion v26.3.3`
 
 
 def offline(
@@ -105,6 +106,8 @@ def offline(
     pins: Pins,
     root: Path | None = None,
     remote_urls: Callable[[], tuple[str, ...]] | None = None,
+    *,
+    quiet: bool = False,
 ) -> Offline:
     """The contract in git: the declared resources and the rendered ones, under the rule of the release
     the pins give. Notes (charts ignored, versions not pinned) and a version mismatch go to stderr."""
@@ -113,22 +116,30 @@ def offline(
     top = root or helm_files.repository_root(folder)
     urls = remote_urls or (cache(lambda: helm_files.remotes(top)) if top else tuple)
     installs = helm_fleet.read(folder, pins.helm, top, urls)
-    for note in installs.notes:
+    for note in () if quiet else installs.notes:
         say(f"note: {note}")
     pinned = installs.pinned
-    version = _version(pins, pinned)
+    version = _version(pins, pinned, quiet)
     rule, release = _rule(version, pins, pinned)
     contract = checked([*load_resources(folder), *installs.resources], rule, release)
     chart = f"{pinned.chart_version} ({pinned.version_origin})" if pinned else None
-    return Offline(contract, version, chart, tuple(_problems(installs.installs)))
+    return Offline(contract, version, chart, tuple(_problems(installs.installs)), _rule_from(pins, pinned))
 
 
-def _version(pins: Pins, pinned: Any) -> str | None:
+def _rule_from(pins: Pins, pinned: Any) -> str:
+    if pins.flag is not None:
+        return f"--operator-version {pins.flag}"
+    if pins.config is not None:
+        return f"operatorVersion {pins.config}"
+    return f"chart {pinned.chart_version}" if pinned else "the newest rule"
+
+
+def _version(pins: Pins, pinned: Any, quiet: bool = False) -> str | None:
     chart = pinned.chart_version if pinned else None
     if pins.flag is not None:
         return pins.flag
     if pins.config is not None:
-        if chart is not None and _release(chart) != _release(pins.config):
+        if chart is not None and _release(chart) != _release(pins.config) and not quiet:
             say(
                 f"warning: gpudrv.yaml pins operatorVersion {pins.config}, but {pinned.what} installs chart "
                 f"{chart} ({pinned.version_origin}); the os-tag rule of {pins.config} applies"
