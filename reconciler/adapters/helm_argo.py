@@ -76,7 +76,7 @@ def _layers(here: Folder, doc: Doc, source: ArgoSource, sources: tuple[ArgoSourc
     layers = []
     for index, name in enumerate(source.value_files):
         at = doc.at((*source.path, "helm", "valueFiles", index))
-        for target in _value_files(here, source, sources, name, f"{doc.what}|{at}"):
+        for target in _value_files(here, source, sources, name, (doc.what, at)):
             layers.append(values_file(target))
     helm = (*source.path, "helm")
     if source.values_object is not None:
@@ -94,18 +94,18 @@ def _layers(here: Folder, doc: Doc, source: ArgoSource, sources: tuple[ArgoSourc
 
 
 def _value_files(
-    here: Folder, source: ArgoSource, sources: tuple[ArgoSource, ...], name: str, where: str
+    here: Folder, source: ArgoSource, sources: tuple[ArgoSource, ...], name: str, where: tuple[str, str]
 ) -> list[Path]:
     """The files a valueFiles entry names in this repository (a glob: each match, in lexical order);
     a file outside it, a missing one (unless ignoreMissingValueFiles) or one inside the chart
-    package is one error. `where` is `what|file:line` of the entry."""
-    what, _, at = where.partition("|")
+    package is one error. `where`: the Application, and the entry's file:line."""
+    what, at = where
     subject = f"{what}: helm.valueFiles {name!r}"
     if here.root is None:
         raise fail(at, f"{subject}: {here.path} is not in a git repository to find it in")
     if name.startswith("$"):
         ref, _, rest = name[1:].partition("/")
-        _check_ref(here, sources, ref, f"{subject}|{at}")
+        _check_ref(here, sources, ref, (subject, at))
         relative = rest
     elif source.chart:
         raise fail(
@@ -129,9 +129,10 @@ def _value_files(
     return found
 
 
-def _check_ref(here: Folder, sources: tuple[ArgoSource, ...], ref: str, where: str) -> None:
-    """`$ref/...` must name a source of this Application that is this repository."""
-    subject, _, at = where.partition("|")
+def _check_ref(here: Folder, sources: tuple[ArgoSource, ...], ref: str, where: tuple[str, str]) -> None:
+    """`$ref/...` must name a source of this Application that is this repository (`where`: what is
+    checked, and its file:line)."""
+    subject, at = where
     named = next((item for item in sources if item.ref == ref), None)
     if named is None:
         raise fail(at, f"{subject}: no source in spec.sources has ref: {ref}")
