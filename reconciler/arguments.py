@@ -71,7 +71,9 @@ def configure(args: argparse.Namespace) -> None:
     if "matrix" in args and args.matrix is None:
         args.matrix = settings.matrix or settings.root / DEFAULT_MATRIX
     if "operator_version" in args and args.operator_version is None:
+        args.version_from_config = settings.operator_version is not None
         args.operator_version = settings.operator_version
+    args.helm = settings.helm  # gpudrv.yaml's helm: values files, read with --from
     if "folder" in args and args.folder is None:  # manifests validate
         args.folder = settings.fleet or settings.root / DEFAULT_MANIFESTS
     args.fleet = settings.fleet  # the desired state, for the commands that need it (see desired)

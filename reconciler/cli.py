@@ -344,7 +344,15 @@ def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
         raise GpudrvError(
             f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
         )
-    return sources.NodeSource(args.from_dir, _options(args), args.operator_version, selector, empty)
+    return sources.NodeSource(
+        args.from_dir,
+        _options(args),
+        args.operator_version,
+        selector,
+        empty,
+        version_from_config=getattr(args, "version_from_config", False),
+        helm=getattr(args, "helm", None),
+    )
 
 
 def _add_upgrade_commands(
@@ -513,7 +521,7 @@ def _impact(a: argparse.Namespace) -> int:
     from reconciler.commands import impact
 
     args_.fleet_nodes(a)
-    return impact.run(a.base, a.matrix, _source(a), a.output)
+    return impact.run(a.base, a.matrix, _source(a), a.output, a.config_path)
 
 
 def _diff(a: argparse.Namespace) -> int:

@@ -32,6 +32,18 @@ class Config:
     matrix: Path | None = None
     operator_version: str | None = None
     registry: str | None = None
+    helm: HelmValues | None = None  # helm: a values file beside a pinned chart version
+
+
+@dataclass(frozen=True)
+class HelmValues:
+    """gpudrv.yaml's `helm:`: the operator installed from its chart with these values files (in
+    order, later over earlier, as `helm -f a -f b`) at this chart version."""
+
+    values_files: tuple[Path, ...]
+    chart_version: str | None
+    origin: str  # gpudrv.yaml:line of `helm:`
+    version_origin: str  # gpudrv.yaml:line of chartVersion (or of `helm:`)
 
 
 def find(explicit: str | None) -> Path | None:
@@ -85,6 +97,22 @@ def load(explicit: str | None = None) -> Config:
         matrix=_path(base, document.get("matrix")),
         operator_version=_text(document.get("operatorVersion")),
         registry=_text(document.get("registry")),
+        helm=_helm(path, base, document, line),
+    )
+
+
+def _helm(path: Path, base: Path, document: dict[str, Any], line: int) -> HelmValues | None:
+    helm = document.get("helm")
+    if helm is None:
+        return None
+    at = positions.line_of(document, ["helm"], line)
+    version_at = positions.line_of(document, ["helm", "chartVersion"], at)
+    listed = [_path(base, name) for name in helm.get("valuesFiles") or []]
+    return HelmValues(
+        tuple(name for name in listed if name is not None),
+        _text(helm.get("chartVersion")),
+        f"{path}:{at}",
+        f"{path}:{version_at}",
     )
 
 

@@ -113,6 +113,29 @@ def read_at(repo: Repo, ref: str, repo_path: str) -> str | None:
         raise GpudrvError(f"{where}: not UTF-8 text") from None
 
 
+TREE_SUFFIXES = (".yaml", ".yml", ".json")  # what the desired state's readers read
+TREE_FILE_LIMIT = 4 << 20
+
+
+def export_tree(repo: Repo, ref: str, directory: Path) -> None:
+    """The YAML and JSON files of the tree at `ref` written under `directory` (the desired state as it
+    was there: manifests, Helm values, gpudrv.yaml), read from git's archive, never checked out."""
+    import io
+    import tarfile
+
+    commit = commit_of(repo, ref)
+    if not _git_bytes(repo, f"{ref}:", "ls-tree", commit).strip():
+        return  # an empty tree: git's archive of it is only a header that tarfile does not read
+    data = _git_bytes(repo, f"{ref}:", "archive", "--format=tar", commit)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as archive:
+        wanted = [
+            member
+            for member in archive.getmembers()
+            if member.isfile() and member.name.endswith(TREE_SUFFIXES) and member.size <= TREE_FILE_LIMIT
+        ]
+        archive.extractall(directory, members=wanted, filter="data")
+
+
 def _git_bytes(repo: Repo, where: str, *args: str) -> bytes:
     """git's stdout, exactly; one error naming `where` and git's own last line when git fails."""
     from git import Git

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from reconciler.adapters import files, kube, manifests, operator, schemas
+from reconciler.adapters import config, files, kube, manifests, operator, schemas
 from reconciler.adapters.cluster import Cluster, connect
 from reconciler.core import matrix, reads
 from reconciler.core.label_selector import LabelSelector
@@ -44,6 +44,20 @@ class NodeSource:
     operator_version: str | None = None  # None: the running operator's release live, else the newest
     selector: LabelSelector | None = None  # -l: only these nodes (the manifests' labels with --from)
     allow_empty: bool = False  # --allow-empty: no GPU node is a result, not an error
+    version_from_config: bool = False  # operator_version is gpudrv.yaml's, not --operator-version
+    helm: config.HelmValues | None = None  # gpudrv.yaml's helm: values files and chart version
+
+    @property
+    def pins(self) -> operator.Pins:
+        if self.version_from_config:
+            return operator.Pins(config=self.operator_version, helm=self.helm)
+        return operator.Pins(flag=self.operator_version, helm=self.helm)
+
+    @cached_property
+    def offline(self) -> operator.Offline:
+        """The contract in git (--from), read once per run: its notes are said once."""
+        assert self.from_dir is not None
+        return operator.offline(self.from_dir, self.pins)
 
     def where(self) -> str:
         """Where the nodes are read, for messages: `in DIR` or `in the cluster at HOST`."""
@@ -74,14 +88,17 @@ class NodeSource:
     def contract(self) -> Contract:
         """The driver resources in force: the manifests' with --from, else the cluster's."""
         if self.from_dir is not None:
-            return operator.offline_contract(self.from_dir, self.operator_version)
+            return self.offline.contract
         return operator.live_contract(self.live.gateway, self.operator_version)
 
     def wants(self) -> Wants:
         """Every GPU node with the image the contract gives it (read the resources first: a broken
         resource is reported before any node is read)."""
         contract = self.contract()
-        return operator.wants(contract, self.gpu_nodes(reads.for_contract(contract)))
+        found = operator.wants(contract, self.gpu_nodes(reads.for_contract(contract)))
+        if self.from_dir is not None and self.offline.problems:
+            return replace(found, notes=(*self.offline.problems, *found.notes))
+        return found
 
     def node(self, name: str) -> Node:
         if self.from_dir is not None:

@@ -1,7 +1,9 @@
-"""`gpudrv matrix impact --base REF`: what the working tree's matrix changes, row by row and node by node.
+"""`gpudrv matrix impact --base REF`: what the working tree changes, row by row and node by node.
 
-The nodes (live, or the manifests with --from) are the same on both sides: this is the matrix's impact.
-Exit 1 when a node that had its image at REF would lose it.
+The nodes (live, or the manifests with --from) are the same on both sides. With --from the driver
+contract is compared too: the base side is the folder, its Helm values, chart version and gpudrv.yaml
+as they were at REF. Exit 1 when a node that had its image at REF would lose it, when a node's new
+image is not in the matrix, or when the change's driver resources would be refused.
 """
 
 from __future__ import annotations
@@ -9,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.adapters import git, github, schemas
+from reconciler.adapters import contract_at, git, github, schemas
+from reconciler.adapters import operator as operator_files
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
-from reconciler.core.impact import Impact, impact_wants
+from reconciler.core.impact import Impact, Side, impact_sides, impact_wants
+from reconciler.core.operator import Want
+from reconciler.core.tags import ImageKey
 from reconciler.render import impact as show
 
 RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
@@ -24,7 +29,9 @@ RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
 }
 
 
-def run(base: str, matrix_path: Path, source: NodeSource, output: Output) -> int:
+def run(
+    base: str, matrix_path: Path, source: NodeSource, output: Output, config_path: Path | None = None
+) -> int:
     rows = valid_matrix(matrix_path).rows
     repo, repo_path = git.locate(matrix_path)
     text = git.read_at(repo, base, repo_path)
@@ -32,7 +39,10 @@ def run(base: str, matrix_path: Path, source: NodeSource, output: Output) -> int
     before = [] if text is None else [row.key for row in matrix.parse(text, schemas.load("matrix-row")).rows]
     found = source.wants()
     source.require(len(found.wants))
-    result = impact_wants(before, [row.key for row in rows], found.wants)
+    after = [row.key for row in rows]
+    result = impact_wants(before, after, found.wants)
+    if source.from_dir is not None:
+        result = _whole_contract(base, (before, after), source, found.wants, config_path) or result
     if output is Output.GITHUB:
         context = show.Context(base, matrix_path, {row.key: row.line for row in rows})
         github.publish(
@@ -40,4 +50,28 @@ def run(base: str, matrix_path: Path, source: NodeSource, output: Output) -> int
         )
     else:
         print(RENDER[output](result, base, repo_path))
-    return FINDINGS if result.broken else OK
+    return FINDINGS if result.failed else OK
+
+
+def _whole_contract(
+    base: str,
+    rows: tuple[list[ImageKey], list[ImageKey]],
+    source: NodeSource,
+    wants: tuple[Want, ...],
+    config_path: Path | None,
+) -> Impact | None:
+    """Both sides with their own contract (`rows`: the base's and these); the matrix's impact alone,
+    with this side's problems, when the folder did not exist at the base."""
+    before, after = rows
+    assert source.from_dir is not None
+    flag = None if source.version_from_config else source.operator_version
+    earlier = contract_at.offline_at(base, source.from_dir, config_path, flag)
+    head = source.offline
+    problems = [note.message for note in head.problems]
+    if earlier is None:
+        rows_only = impact_wants(before, after, wants)
+        return Impact(rows_only.added, rows_only.removed, rows_only.nodes, tuple(problems))
+    nodes = [want.node for want in wants]
+    base_wants = operator_files.wants(earlier.contract, nodes).wants
+    sides = Side(earlier.contract, base_wants, earlier.rule_from), Side(head.contract, wants, head.rule_from)
+    return impact_sides(before, after, *sides, problems)

@@ -1,14 +1,17 @@
-"""What a change to the support matrix does to the fleet: rows added and removed, and each GPU node's
-audit status before and after. The nodes are the same on both sides; only the matrix changes."""
+"""What a change does to the fleet: rows added and removed, and each GPU node's image and audit status
+before and after. The nodes are the same on both sides; the matrix changes, and so may the driver
+contract (the driver resources, the Helm values, the chart version that picks the os-tag rule): then
+a node's image may change too, and the change names why."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from reconciler.core import operator
 from reconciler.core.audit import check_want
-from reconciler.core.operator import Want
-from reconciler.core.tags import ImageKey, Node, TagError, tag
+from reconciler.core.operator import Contract, Want
+from reconciler.core.tags import OS_ID, OS_VERSION_ID, ImageKey, Node, TagError, tag
 
 OK = "OK"
 
@@ -20,15 +23,22 @@ class NodeImpact:
     reason: str | None
     before: str  # OK, MISSING or INVALID
     after: str
+    before_tag: str | None = None  # the image tag at the base (the same as `tag` unless it changed)
+    cause: str | None = None  # why the tag changed, when it did
+
+    @property
+    def retagged(self) -> bool:
+        return self.before_tag != self.tag
 
     @property
     def changed(self) -> bool:
-        return self.before != self.after
+        return self.before != self.after or self.retagged
 
     @property
     def broken(self) -> bool:
-        """The change leaves this node without the image it had."""
-        return self.before == OK and self.after != OK
+        """The change leaves this node without the image it had, or gives it a new one that is not
+        in the matrix."""
+        return self.after != OK and (self.before == OK or self.retagged)
 
 
 @dataclass(frozen=True)
@@ -36,10 +46,20 @@ class Impact:
     added: tuple[ImageKey, ...]
     removed: tuple[ImageKey, ...]
     nodes: tuple[NodeImpact, ...]
+    problems: tuple[str, ...] = ()  # what the API server would refuse of the change's driver resources
 
     @property
     def broken(self) -> tuple[NodeImpact, ...]:
         return tuple(node for node in self.nodes if node.broken)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.broken or self.problems)
+
+    @property
+    def causes(self) -> tuple[str, ...]:
+        """Each distinct reason an image tag changed, in node order."""
+        return tuple(dict.fromkeys(node.cause for node in self.nodes if node.cause))
 
 
 def impact(before: Sequence[ImageKey], after: Sequence[ImageKey], nodes: Iterable[Node]) -> Impact:
@@ -61,6 +81,86 @@ def impact_wants(before: Sequence[ImageKey], after: Sequence[ImageKey], wants: I
     )
 
 
+@dataclass(frozen=True)
+class Side:
+    """One side of the change: the contract in force, its GPU nodes' images, and what picked its
+    os-tag rule (`chart v25.3.4`, `operatorVersion v26.3.3`, `the newest rule`)."""
+
+    contract: Contract
+    wants: tuple[Want, ...]
+    rule_from: str
+
+
+def impact_sides(
+    before: Sequence[ImageKey],
+    after: Sequence[ImageKey],
+    base: Side,
+    head: Side,
+    problems: Sequence[str] = (),
+) -> Impact:
+    """Each node's image and status at the base (its matrix and contract) and here (this matrix and
+    contract); a node whose tag changed says why."""
+    old = {key.tag for key in before}
+    new = {key.tag for key in after}
+    earlier = {want.node.name: want for want in base.wants}
+    nodes = []
+    for want in sorted(head.wants, key=lambda item: item.node.name):
+        was = earlier.get(want.node.name, want)
+        found = _node(want, frozenset(old), frozenset(new))
+        if was.tag != want.tag:
+            found = NodeImpact(
+                found.node,
+                found.tag,
+                found.reason,
+                _status(was, frozenset(old)),
+                found.after,
+                was.tag,
+                _cause(want.node, was, want, base, head),
+            )
+        nodes.append(found)
+    rows = impact_wants(before, after, ())
+    return Impact(rows.added, rows.removed, tuple(nodes), tuple(problems))
+
+
+def _cause(node: Node, was: Want, want: Want, base: Side, head: Side) -> str:
+    """Why the node's tag changed: the os tag (the release's rule), the driver version, the image."""
+    reasons = []
+    old_os, new_os = _os_tag(node, base), _os_tag(node, head)
+    if old_os and new_os and old_os != new_os:
+        os_name = f"{node.labels.get(OS_ID, '?')} {node.labels.get(OS_VERSION_ID, '?')}"
+        reasons.append(
+            f"{_change(base.rule_from, head.rule_from)} changes the os tag of {os_name} nodes: "
+            f"{old_os} {ARROW} {new_os}"
+        )
+    old, new = was.resource, want.resource
+    old_version, new_version = (old.version if old else None), (new.version if new else None)
+    if old_version != new_version:
+        where = f" ({new.version_origin})" if new and new.version_origin else ""
+        reasons.append(f"driver version {old_version or 'none'} {ARROW} {new_version or 'none'}{where}")
+    if not reasons:
+        reasons.append(f"the image {was.image or was.tag} {ARROW} {want.image or want.tag}")
+    return "; ".join(reasons)
+
+
+def _change(before: str, after: str) -> str:
+    """`chart v25.3.4 → v26.7.0`; `operatorVersion v26.3.3 → chart v26.7.0` when the source changed."""
+    old_what, _, old_version = before.rpartition(" ")
+    new_what, _, new_version = after.rpartition(" ")
+    if old_what == new_what and old_what:
+        return f"{old_what} {old_version} {ARROW} {new_version}"
+    return f"{before} {ARROW} {after}"
+
+
+def _os_tag(node: Node, side: Side) -> str | None:
+    try:
+        return operator.own_os_tag(node, side.contract.rule)
+    except TagError:
+        return None
+
+
+ARROW = "\u2192"
+
+
 def _lab_want(node: Node) -> Want:
     try:
         return Want(node, tag=tag(node))
@@ -69,7 +169,8 @@ def _lab_want(node: Node) -> Want:
 
 
 def _node(want: Want, before: frozenset[str], after: frozenset[str]) -> NodeImpact:
-    return NodeImpact(want.node.name, want.tag, want.reason, _status(want, before), _status(want, after))
+    status = _status(want, before), _status(want, after)
+    return NodeImpact(want.node.name, want.tag, want.reason, *status, want.tag)
 
 
 def _status(want: Want, tags: frozenset[str]) -> str:

@@ -26,6 +26,8 @@ def as_text(result: Impact, base: str, path: str) -> str:
     if not (result.added or result.removed):
         lines.append("no rows added or removed")
     lines += [f"{n.node}: {n.before} {ARROW} {n.after}  {_subject(n)}" for n in result.nodes]
+    lines += [f"cause: {cause}" for cause in result.causes]
+    lines += [f"fleet: {problem}" for problem in result.problems]
     return "\n".join(lines)
 
 
@@ -35,14 +37,17 @@ def as_markdown(result: Impact, base: str, path: str) -> str:
     tables = [_row_table(changes)] if changes else []
     tables += [_node_table(result.nodes, github.text)] if result.nodes else []
     heading = f"Support matrix impact: {github.code(path)}, {github.code(base)} {ARROW} this change"
-    section = github.Summary(heading, "" if changes else "No rows added or removed.", tables)
+    lead = "" if changes else "No rows added or removed."
+    lead += "".join(f"\n\n**Cause:** {github.text(cause)}" for cause in result.causes)
+    lead += "".join(f"\n\n**Fleet:** {github.text(problem)}" for problem in result.problems)
+    section = github.Summary(heading, lead.strip("\n"), tables)
     return section.markdown(budget=sys.maxsize, max_rows=sys.maxsize).rstrip("\n")
 
 
 def as_json(result: Impact, base: str, path: str) -> dict[str, Any]:
     return document.document(
         "matrix-impact",
-        not result.broken,
+        not result.failed,
         base=base,
         matrix=path,
         added=[key_json(key) for key in result.added],
@@ -50,11 +55,14 @@ def as_json(result: Impact, base: str, path: str) -> dict[str, Any]:
         node_count=len(result.nodes),
         nodes=[_node(node) for node in result.nodes],
         findings=[_node(node) for node in result.broken],  # the nodes that would lose their image
+        causes=list(result.causes),
+        problems=list(result.problems),
     )
 
 
 def _subject(node: NodeImpact) -> str:
-    return node.tag if node.tag is not None else f"({node.reason})"
+    now = node.tag if node.tag is not None else f"({node.reason})"
+    return f"{node.before_tag or '(none)'} {ARROW} {now}" if node.retagged else now
 
 
 def _row_table(changes: Sequence[tuple[ImageKey, str]]) -> github.Table:
@@ -70,6 +78,8 @@ def _node_table(nodes: Sequence[NodeImpact], name: Callable[[str], str]) -> gith
 def _node_cells(node: NodeImpact, name: Callable[[str], str]) -> tuple[str, str, str, str]:
     # A manifest's values are not markup, and a pipe would end the table cell.
     subject = github.code(node.tag) if node.tag is not None else github.text(node.reason or "")
+    if node.retagged:
+        subject = f"{github.code(node.before_tag or '(none)')} {ARROW} {subject}"
     after = f"**{node.after}**" if node.changed else node.after
     return name(node.node), subject, node.before, after
 
@@ -78,6 +88,8 @@ def _node(node: NodeImpact) -> dict[str, Any]:
     return {
         "node": node.node,
         "tag": node.tag,
+        "before_tag": node.before_tag,
+        "cause": node.cause,
         "reason": node.reason,
         "before": node.before,
         "after": node.after,
@@ -107,7 +119,25 @@ class Context:
 def annotate(result: Impact, context: Context) -> list[github.Annotation]:
     notes = [_removed(key, result, context) for key in result.removed]
     notes += [_added(key, result, context) for key in result.added]
-    return [note for note in notes if note is not None]
+    notes += [_retagged(cause, result, context) for cause in result.causes]
+    found = [note for note in notes if note is not None]
+    return found + [
+        github.Annotation("error", problem, None, None, "driver resource refused")
+        for problem in result.problems
+    ]
+
+
+def _retagged(cause: str, result: Impact, context: Context) -> github.Annotation | None:
+    broken = [node for node in result.broken if node.cause == cause]
+    if not broken:
+        return None
+    missing = ", ".join(dict.fromkeys(node.tag or "" for node in broken))
+    message = (
+        f"{cause}: {_names([node.node for node in broken])} would pull {missing}, which is not in "
+        f"{context.matrix_path}; build it and add the row, or keep the change out"
+    )
+    title = f"{github.count(len(broken), 'GPU node')} need an image the matrix lacks"
+    return github.Annotation("error", message, github.workspace_path(str(context.matrix_path)), None, title)
 
 
 def _removed(key: ImageKey, result: Impact, context: Context) -> github.Annotation | None:
@@ -140,9 +170,13 @@ def _names(nodes: Sequence[str]) -> str:
 def summary(result: Impact, base: str, path: str) -> github.Summary:
     broken = github.count(len(result.broken), "GPU node")
     heading = f"gpudrv matrix impact: {broken} would lose the driver image"
-    if not result.broken:
+    if result.problems:
+        heading += f", {github.count(len(result.problems), 'driver resource problem')}"
+    if not result.failed:
         heading = "gpudrv matrix impact: no GPU node loses its driver image"
     lead = f"{github.code(path)}, {github.code(base)} {ARROW} this change."
+    lead += "".join(f"\n\n**Cause:** {github.text(cause)}" for cause in result.causes)
+    lead += "".join(f"\n\n**Fleet:** {github.text(problem)}" for problem in result.problems)
     changes = [(key, "**removed**") for key in result.removed] + [(key, "added") for key in result.added]
     # Broken nodes first, then the other changes, then the rest: the step summary may be cut short.
     ordered = sorted(result.nodes, key=lambda node: (not node.broken, not node.changed))

@@ -272,7 +272,7 @@ def test_manifests_validate_points_at_the_label(lab: Path) -> None:
 
 
 def test_manifests_validate_valid_and_broken_yaml(lab: Path) -> None:
-    assert outside_actions(lab, "manifests", "validate").stdout == "clusters: 8 Node manifests, valid\n"
+    assert outside_actions(lab, "manifests", "validate").stdout == "clusters: 10 Node manifests, valid\n"
     (lab / "clusters/lab/nodes/zz.yaml").write_text("kind: Node\nmetadata: {name: [\n")
     result = in_actions(lab, "manifests", "validate")
     assert result.returncode == 2

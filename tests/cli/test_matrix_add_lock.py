@@ -57,6 +57,7 @@ def test_fifty_concurrent_adds_keep_every_row(lab: Path) -> None:
     assert validate.stdout == f"{MATRIX}: {len(before) - 1 + 50} rows, valid\n"
     # Nothing left beside the matrix: no temporary file, no lock file.
     assert sorted(path.name for path in (lab / "matrix").iterdir()) == [
+        "gpu-operator-helm.csv",
         "gpu-operator.csv",
         "support-matrix.csv",
     ]
@@ -139,6 +140,7 @@ def test_add_in_a_readonly_directory_is_one_error(readonly_lab: Path) -> None:
     assert result.stdout == ""
     assert (readonly_lab / MATRIX).read_bytes() == before
     assert sorted(path.name for path in (readonly_lab / "matrix").iterdir()) == [
+        "gpu-operator-helm.csv",
         "gpu-operator.csv",
         "support-matrix.csv",
     ]

@@ -108,7 +108,10 @@ def test_gpudrv_yaml_gives_the_defaults_and_flags_win(lab: Path) -> None:
     ("content", "fragments"),
     [
         ("matrix: [a]\n", ("gpudrv.yaml:1: matrix: ['a'] is not of type 'string'",)),
-        ("fleet: x\nregistr: y\n", ("gpudrv.yaml:2: unknown key 'registr'", "known keys: fleet, matrix")),
+        (
+            "fleet: x\nregistr: y\n",
+            ("gpudrv.yaml:2: unknown key 'registr'", "known keys: fleet, helm, matrix"),
+        ),
         ("registry: 'not a repo'\n", ("gpudrv.yaml:1: registry: must be the repository",)),
         ("operatorVersion: 26.3\n", ("gpudrv.yaml:1: operatorVersion:", "is not of type 'string'")),
         ("- a\n", ("gpudrv.yaml:1: a gpudrv config is one YAML mapping",)),

@@ -48,6 +48,7 @@ def test_matrix_add_in_a_read_only_directory() -> None:
         )
         assert matrix.read_bytes() == before
         assert sorted(path.name for path in (root / "matrix").iterdir()) == [
+            "gpu-operator-helm.csv",
             "gpu-operator.csv",
             "support-matrix.csv",
         ]

@@ -92,6 +92,8 @@ def test_removing_a_row_in_use_exits_1(fleet: Script) -> None:
     assert node_1 == {
         "node": "lab-node-1",
         "tag": "535-5.15.0-107-generic-ubuntu22.04",
+        "before_tag": "535-5.15.0-107-generic-ubuntu22.04",  # the lab's contract: the same on both sides
+        "cause": None,
         "reason": None,
         "before": "OK",
         "after": "MISSING",

@@ -182,8 +182,8 @@ def test_impact_rows_and_nodes() -> None:
     result = impact([A], [A, B], [lab3, Node("lab-node-0", LAB), broken, cpu])
     assert result.added == (B,) and result.removed == ()
     assert result.nodes == (
-        NodeImpact("lab-node-0", A.tag, None, "OK", "OK"),
-        NodeImpact("lab-node-3", B.tag, None, "MISSING", "OK"),
+        NodeImpact("lab-node-0", A.tag, None, "OK", "OK", A.tag),  # one contract: the tag is unchanged
+        NodeImpact("lab-node-3", B.tag, None, "MISSING", "OK", B.tag),
         NodeImpact("odd", None, f"label {MAJOR} is empty", "INVALID", "INVALID"),
     )
     assert result.broken == ()
