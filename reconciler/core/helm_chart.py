@@ -269,7 +269,7 @@ class _Context:
         elif node.get("enum") and value not in node["enum"]:
             supported = ", ".join(f'"{e}"' for e in node["enum"])
             self.problems.append(
-                f"{who}: Unsupported value: {value!r}: supported values: {supported}{source}"
+                f'{who}: Unsupported value: "{value}": supported values: {supported}{source}'
             )
 
 
