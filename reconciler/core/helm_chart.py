@@ -119,6 +119,9 @@ def _check_document(where: str, doc: Mapping[str, Any]) -> None:
     for key in ("template", "apiVersion", "kind", "name", "crd"):
         if not isinstance(doc.get(key), str):
             raise ChartDataError(f"{where}.{key}: expected a string")
+    guards = doc.get("guards")
+    if not isinstance(guards, list) or not all(isinstance(g, Mapping) and "if" in g for g in guards):
+        raise ChartDataError(f"{where}.guards: expected a list of objects with an `if`")
     _check_nodes(f"{where}.spec", doc.get("spec"))
 
 
@@ -209,9 +212,9 @@ def _documents(chart: Chart) -> tuple[tuple[str, Mapping[str, Any]], ...]:
 def _document(
     values: Mapping[str, Any], doc: Mapping[str, Any], problems: list[str]
 ) -> dict[str, Any] | None:
-    where = f"{doc['template']}:{doc.get('if_line')}"
-    if doc.get("if") is not None and not _condition(values, doc["if"], where):
-        return None
+    for guard in doc["guards"]:  # nested {{- if }}s around the document, outermost first
+        if not _condition(values, guard["if"], f"{doc['template']}:{guard['line']}"):
+            return None
     spec: dict[str, Any] = {}
     context = _Context(values, doc, problems)
     context.fields(doc["spec"], spec, "spec")

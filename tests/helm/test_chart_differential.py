@@ -321,8 +321,8 @@ def test_template_and_crd_lines(chart_dir: Path, chart_data: helm_chart.Chart, d
     template = (chart_dir / doc["template"]).read_text().splitlines()
     crd = (chart_dir / doc["crd"]).read_text().splitlines()
     assert f"name: {doc['name']}" in template[doc["name_line"] - 1]
-    if doc.get("if"):
-        assert all(f".Values.{p}" in template[doc["if_line"] - 1] for p in _condition_paths(doc["if"]))
+    for guard in doc["guards"]:
+        assert all(f".Values.{p}" in template[guard["line"] - 1] for p in _condition_paths(guard["if"]))
     checked = 0
     for node in _nodes(doc["spec"]):
         if node.get("if"):
