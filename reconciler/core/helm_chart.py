@@ -119,6 +119,9 @@ def _check_document(where: str, doc: Mapping[str, Any]) -> None:
     for key in ("template", "apiVersion", "kind", "name", "crd"):
         if not isinstance(doc.get(key), str):
             raise ChartDataError(f"{where}.{key}: expected a string")
+    guards = doc.get("guards")
+    if not isinstance(guards, list) or not all(isinstance(g, Mapping) and "if" in g for g in guards):
+        raise ChartDataError(f"{where}.guards: expected a list of objects with an `if`")
     _check_nodes(f"{where}.spec", doc.get("spec"))
 
 
@@ -177,23 +180,41 @@ def render(values: Mapping[str, Any], chart_version: str, charts: Charts) -> Ren
     full = coalesce(values, chart.defaults)
     problems: list[str] = []
     try:
-        for fail in chart.fails:
-            if _condition(full, fail["if"], f"{fail['template']}:{fail['line']}"):
-                raise _TemplateError(f"{fail['template']}:{fail['line']}: {fail['message']}")
-        cluster_policy = _document(full, chart.cluster_policy, problems)
-        nvidia_driver = _document(full, chart.nvidia_driver, problems)
+        docs = _run_templates(full, chart, problems)
     except _TemplateError as exc:
         return Rendered(chart.version, None, None, (f"helm template fails: {exc}",), tuple(notes))
+    cluster_policy, nvidia_driver = docs["cluster_policy"], docs["nvidia_driver"]
     notes += _quirk_notes(values, full, nvidia_driver is not None)
     return Rendered(chart.version, cluster_policy, nvidia_driver, tuple(problems), tuple(notes))
+
+
+def _run_templates(
+    values: Mapping[str, Any], chart: Chart, problems: list[str]
+) -> dict[str, dict[str, Any] | None]:
+    """The templates in Helm's order, so the first error is Helm's: deeper paths first, then reverse
+    alphabetical (pkg/engine/engine.go:347-369): validations, nvidiadriver, clusterpolicy."""
+    steps: list[tuple[str, str, Mapping[str, Any]]] = [(f["template"], "fail", f) for f in chart.fails]
+    steps += [(d["template"], name, d) for name, d in _documents(chart)]
+    docs: dict[str, dict[str, Any] | None] = {}
+    for _, name, item in sorted(steps, key=lambda s: (s[0].count("/"), s[0]), reverse=True):
+        where = f"{item['template']}:{item.get('line', item.get('if_line'))}"
+        if name != "fail":
+            docs[name] = _document(values, item, problems)
+        elif _condition(values, item["if"], where):
+            raise _TemplateError(f"{where}: {item['message']}")
+    return docs
+
+
+def _documents(chart: Chart) -> tuple[tuple[str, Mapping[str, Any]], ...]:
+    return (("cluster_policy", chart.cluster_policy), ("nvidia_driver", chart.nvidia_driver))
 
 
 def _document(
     values: Mapping[str, Any], doc: Mapping[str, Any], problems: list[str]
 ) -> dict[str, Any] | None:
-    where = f"{doc['template']}:{doc.get('if_line')}"
-    if doc.get("if") is not None and not _condition(values, doc["if"], where):
-        return None
+    for guard in doc["guards"]:  # nested {{- if }}s around the document, outermost first
+        if not _condition(values, guard["if"], f"{doc['template']}:{guard['line']}"):
+            return None
     spec: dict[str, Any] = {}
     context = _Context(values, doc, problems)
     context.fields(doc["spec"], spec, "spec")
@@ -269,7 +290,7 @@ class _Context:
         elif node.get("enum") and value not in node["enum"]:
             supported = ", ".join(f'"{e}"' for e in node["enum"])
             self.problems.append(
-                f"{who}: Unsupported value: {value!r}: supported values: {supported}{source}"
+                f'{who}: Unsupported value: "{value}": supported values: {supported}{source}'
             )
 
 
