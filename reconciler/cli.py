@@ -31,8 +31,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _guarded_main(argv: Sequence[str] | None) -> int:
-    # In GitHub Actions the runner reads both streams for workflow commands: guard them before
-    # anything (argparse's usage errors included) can quote a value.
+    # A CI runner reads both streams for workflow commands (GITHUB_ACTIONS set or not: a container
+    # step does not pass it): guard them before anything (argparse's usage errors included) can quote
+    # a value.
     with actions_guard.guarded():
         return _main(argv)
 

@@ -1,53 +1,86 @@
-"""Inside GitHub Actions every line gpudrv writes is read by the runner for workflow commands.
+"""Every line gpudrv writes is safe in a CI log: no outside text can be read as a workflow command.
 
-The runner takes a line of stdout or stderr as a command in two forms: `##[name]...` ANYWHERE in the
-line, and `::name ...::...` when the line starts with `::` after leading whitespace (it trims it). It
-splits lines at LF, CR and CRLF. gpudrv quotes untrusted text (matrix cells, label keys and values,
-node and file names, git refs, commit authors) in every output mode, so when GITHUB_ACTIONS=true
-`guarded()` wraps sys.stdout and sys.stderr in a Guard that rewrites what passes through it:
+The GitHub Actions runner reads each line a step prints, on stdout and on stderr, for workflow
+commands, whatever gpudrv's -o and whether or not GITHUB_ACTIONS=true reaches gpudrv (a container step
+does not pass it, yet the runner reads its lines). Its rules (actions/runner at 258d6c8):
 
-- `##[` becomes `##\\[` (not a command any more, and still readable);
-- a line whose first non-blank characters are `::` gets a `\\` before them: `\\::warning::x`;
+- lines are what .NET's StreamReader.ReadLine returns: split at LF, CR and CRLF
+  (src/Runner.Sdk/ProcessInvoker.cs:513); both streams go to the same reader
+  (src/Runner.Worker/Handlers/ScriptHandler.cs:335-336, ContainerActionHandler.cs:269), which passes
+  every line holding `##[` or `::` on to the command parser
+  (src/Runner.Worker/Handlers/OutputManager.cs:77-90), which tries both forms
+  (src/Runner.Worker/ActionCommandManager.cs:70-71);
+- `::name props::data`: the line is TrimStart()ed, then must start with `::`
+  (src/Runner.Common/ActionCommand.cs:36, :62-63);
+- `##[name props]data`: `##[` ANYWHERE in the line (src/Runner.Common/ActionCommand.cs:35, :132);
+- `##[stop-commands]token` / `::stop-commands::token` stops the parsing until the token comes back
+  (src/Runner.Worker/ActionCommandManager.cs:108-118).
+
+Both tests are .NET's culture-sensitive String.StartsWith(String) and String.IndexOf(String) (no
+StringComparison given), under which characters the collation ignores (the soft hyphen, zero-width
+and other format characters, C0/C1 controls, variation selectors) may sit between the characters
+without breaking the match: the guard treats them as absent (IGNORABLE), and escaping more is harmless.
+
+So `guarded()` always wraps sys.stdout and sys.stderr in a Guard that rewrites what passes through it:
+
+- `##[` (ignorable characters allowed between) becomes `##\\[`: not a command, still readable;
+- a line whose first visible characters are `::` gets a `\\` before them: `\\::warning::x`;
 - a CR not followed by LF becomes the two characters `\\r`, so it cannot start a line of its own.
 
 gpudrv's own workflow commands (the annotations of github.publish) go round the guard with
-`command()`; their values are escaped by github.escape_data instead. JSON output must stay JSON:
-see github.json_text, which spells `##[` as `##\\u005b` (the same string) before the guard sees it.
-Outside GitHub Actions nothing is wrapped and nothing changes.
+`command()`; their values are escaped by github.escape_data instead. Data output must stay valid:
+`json_safe` spells such a `[` as `\\u005b` (the same JSON string, the same YAML double-quoted scalar)
+before the guard sees it, and the HTML page spells `[` and a leading `:` as character references.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import sys
 import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO, cast
 
-# Characters the runner's TrimStart() may remove before it looks for `::` (`\s` is str.isspace, which
-# covers .NET's whitespace; the rest are invisible characters taken as blank too: escaping more is harmless).
-_BLANKS = r"[\s\u180e\u200b\ufeff]*"
-_LEADING = re.compile(_BLANKS)
+# Characters a culture-sensitive .NET comparison may skip: C0/C1 controls that are not line breaks or
+# blanks, format characters (Cf) and the other default-ignorable code points (variation selectors, ...).
+IGNORABLE = (
+    "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u00ad\u034f\u061c\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"
+    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f"
+    "\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
+    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
+)
+_SKIP = f"[{IGNORABLE}]*"
+# Before the `::` test the runner trims blanks (.NET's char.IsWhiteSpace: Python's \s covers it).
+_BLANKS = re.compile(rf"[\s{IGNORABLE}]*")
+_LEGACY = re.compile(f"#{_SKIP}#{_SKIP}\\[")  # `##[`
+_LEADING = re.compile(rf"^[\s{IGNORABLE}]*(?=:{_SKIP}:)")  # what precedes a line's leading `::`
+_OPEN_COLON = re.compile(rf"[\s{IGNORABLE}]*(:{_SKIP})")  # a line that may yet start with `::`
+LEADING_COLON = re.compile(rf"^([\s{IGNORABLE}]*):")  # a value's first visible character, if a colon
+_INVISIBLE = re.compile(f"[{IGNORABLE}]+")
 _LONE_CR = re.compile(r"\r(?!\n)")
-_LEADING_COLON = re.compile(_BLANKS + ":")
+
+
+def neutral_legacy(text: str, bracket: str) -> str:
+    """`text` with the `[` of every `##[` spelled `bracket` (`\\[`, `\\u005b`, `&#91;`)."""
+    return _LEGACY.sub(lambda found: found[0][:-1] + bracket, text)
 
 
 class Guard:
     """A text stream that neutralises workflow commands in what is written through it.
 
     It keeps state across writes (a `print` writes its arguments and its end separately): whether the
-    current line is still blank and its last two characters, and it holds back at most one character
-    whose meaning depends on the next one: a CR (a line break only when no LF follows) or a `:` that
-    starts a line. `flush` writes that character the safe way, so nothing is held across a flush."""
+    current line is still blank and its last two visible characters, and it holds back what may yet
+    change meaning with the next character: a CR (a line break only when no LF follows) or a `:` that
+    starts a line. `flush` writes it the safe way, so nothing is held across a flush."""
 
     def __init__(self, raw: TextIO) -> None:
         self.raw = raw
         self._lock = threading.RLock()  # apply reports from worker threads
         self._blank_line = True  # nothing but blanks written on the current line yet
-        self._last2 = ""  # the last two characters written on the current line
-        self._held = ""  # "\r" or ":" awaiting the next character
+        self._last2 = ""  # the last two characters written on the current line, ignorable ones left out
+        self._held = ""  # "\r", or ":" and ignorable characters, awaiting the next character
+        self._at_line_start = True  # nothing at all written on the current line (for command())
 
     # --- the stream interface --------------------------------------------------------------------
 
@@ -58,8 +91,10 @@ class Guard:
                 pending, self._held = pending[:-1], "\r"
             pending = _LONE_CR.sub(r"\\r", pending)  # now every CR is part of a CRLF
             last = pending[pending.rfind("\n") + 1 :]
-            if not self._held and _LEADING_COLON.fullmatch(last) and ("\n" in pending or self._blank_line):
-                pending, self._held = pending[:-1], ":"
+            opening = _OPEN_COLON.fullmatch(last)
+            if not self._held and opening and ("\n" in pending or self._blank_line):
+                self._held = opening[1]
+                pending = pending[: len(pending) - len(self._held)]
             self._put(pending)
         return len(text)
 
@@ -90,10 +125,10 @@ class Guard:
         """Write one workflow command line of gpudrv's own, unguarded, at the start of a line."""
         with self._lock:
             self._release()
-            if self._last2:
+            if not self._at_line_start:
                 self.raw.write("\n")
             self.raw.write(line + "\n")
-            self._blank_line, self._last2 = True, ""
+            self._blank_line, self._last2, self._at_line_start = True, "", True
 
     # --- the rewriting -------------------------------------------------------------------------------
 
@@ -103,38 +138,33 @@ class Guard:
             return
         lines = text.split("\n")
         for number, line in enumerate(lines):
-            if number == 0 and not self._blank_line:
-                continue
-            blanks = _LEADING.match(line)
-            at = blanks.end() if blanks else 0
-            if line.startswith("::", at):
-                lines[number] = f"{line[:at]}\\{line[at:]}"
+            if number > 0 or self._blank_line:
+                lines[number] = _LEADING.sub(lambda blanks: blanks[0] + "\\", line, count=1)
         context = self._last2  # already written: a `##[` may straddle two writes
-        text = (context + "\n".join(lines)).replace("##[", "##\\[")[len(context) :]
+        text = neutral_legacy(context + "\n".join(lines), "\\[")[len(context) :]
         self.raw.write(text)
         last = text[text.rfind("\n") + 1 :]
+        visible = _INVISIBLE.sub("", last)
         if "\n" in text:
-            self._blank_line, self._last2 = _LEADING.fullmatch(last) is not None, last[-2:]
+            self._blank_line, self._last2 = _BLANKS.fullmatch(last) is not None, visible[-2:]
+            self._at_line_start = not last
         else:
-            self._blank_line = self._blank_line and _LEADING.fullmatch(last) is not None
-            self._last2 = (self._last2 + last)[-2:]
+            self._blank_line = self._blank_line and _BLANKS.fullmatch(last) is not None
+            self._last2 = (self._last2 + visible)[-2:]
+            self._at_line_start = False
 
     def _release(self) -> None:
         """Write a held character without knowing the next one: the safe spelling of each."""
         held, self._held = self._held, ""
         if held:
             # A CR stays on its line; a leading ':' is escaped, as the next write might start with ':'.
-            self._put("\\r" if held == "\r" else "\\:")
-
-
-def active() -> bool:
-    return os.environ.get("GITHUB_ACTIONS") == "true"
+            self._put("\\r" if held == "\r" else "\\" + held)
 
 
 @contextlib.contextmanager
 def guarded() -> Iterator[None]:
-    """Inside GitHub Actions, sys.stdout and sys.stderr guarded for the duration; else unchanged."""
-    if not active() or isinstance(sys.stdout, Guard):
+    """sys.stdout and sys.stderr guarded for the duration (once: a nested call changes nothing)."""
+    if isinstance(sys.stdout, Guard):
         yield
         return
     out, err = sys.stdout, sys.stderr
@@ -158,6 +188,6 @@ def command(line: str) -> None:
 
 
 def json_safe(text: str) -> str:
-    """JSON text with `##[` spelled `##\\u005b`: the same JSON value, and no workflow command (the
-    guard's `##\\[` would not be valid JSON)."""
-    return text.replace("##[", "##\\u005b")
+    """JSON (or YAML) text with the `[` of `##[` spelled `\\u005b`: the same value inside a string or
+    a double-quoted scalar, and no workflow command (the guard's `\\[` would not be valid JSON)."""
+    return neutral_legacy(text, "\\u005b")

@@ -114,6 +114,11 @@ class Shape:
         return _compiled(self._whole)
 
     @property
+    def one(self) -> str:
+        """`a Node`, `an Event`: the kind with its article, for messages."""
+        return f"{'an' if self.kind[:1] in 'AEIOU' else 'a'} {self.kind}"
+
+    @property
     def _whole(self) -> dict[str, Any]:
         return {**self.schema, "type": "object"}  # never null itself
 
@@ -254,6 +259,19 @@ DEPLOYMENT = Shape(
             "spec": _object({"template": _object({"spec": _object({"containers": _CONTAINERS})})}),
         },
         ["metadata"],
+    ),
+)
+EVENT = Shape(
+    "Event",
+    _object(
+        {
+            "involvedObject": _object({"kind": _STRING, "name": _STRING}),
+            "type": _STRING,
+            "reason": _STRING,
+            "message": _STRING,
+            "lastTimestamp": _STRING,
+            "eventTime": _STRING,
+        }
     ),
 )
 # The GPU Operator's resources: operator.py checks their spec.

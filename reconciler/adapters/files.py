@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import stat
@@ -88,8 +89,13 @@ LOCK_POLL = 0.05
 
 def real_path(path: Path) -> Path:
     """Where a change to `path` must go: a symlink's target (the link stays a link, as editors and
-    git expect), else the path itself."""
-    return absolute(path).resolve() if path.is_symlink() else path
+    git expect), else the path itself; one clear error for a path too long or a symlink loop."""
+    try:
+        return absolute(path).resolve() if path.is_symlink() else path
+    except RuntimeError:  # Python 3.11's resolve() on a symlink loop (3.13 raises OSError ELOOP)
+        raise GpudrvError(f"{path}: cannot read: {os.strerror(errno.ELOOP)}") from None
+    except OSError as exc:  # ENAMETOOLONG, ELOOP, EACCES on a part of the path
+        raise GpudrvError(f"{path}: cannot read: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager

@@ -87,8 +87,11 @@ def split_origin(origin: str | None) -> tuple[str | None, int | None]:
 def workspace_path(file: str) -> str:
     """GitHub places annotations by path from the repository root: $GITHUB_WORKSPACE, where a
     workflow's steps start. Paths outside it are left as given."""
-    root = files.absolute(Path(os.environ.get("GITHUB_WORKSPACE") or ".")).resolve()
-    absolute = files.absolute(Path(file)).resolve()
+    try:
+        root = files.absolute(Path(os.environ.get("GITHUB_WORKSPACE") or ".")).resolve()
+        absolute = files.absolute(Path(file)).resolve()
+    except (OSError, RuntimeError):  # a name too long, a symlink loop (3.11's resolve: RuntimeError)
+        return Path(file).as_posix()
     return absolute.relative_to(root).as_posix() if absolute.is_relative_to(root) else Path(file).as_posix()
 
 

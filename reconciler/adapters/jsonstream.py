@@ -23,6 +23,13 @@ class StreamError(ValueError):
     """The body is not a JSON object, is cut short, or has an item larger than MAX_PENDING."""
 
 
+def number_problem(error: ValueError) -> str:
+    """What a ValueError of json's number parsing means, in words."""
+    if "integer string conversion" in str(error):
+        return "a number of more than 4,300 digits"
+    return str(error)
+
+
 class ListStream:
     def __init__(self, chunks: Iterable[bytes], items: str = "items") -> None:
         self.members: dict[str, Any] = {}
@@ -72,6 +79,8 @@ class ListStream:
                 if self._more():
                     continue  # cut short by the chunk's end: parse again with more text
                 raise StreamError(exc.msg) from None
+            except ValueError as exc:  # a number int() refuses: over 4,300 digits
+                raise StreamError(number_problem(exc)) from None
             # A number at the very end of the text may go on in the next chunk.
             if end == len(self._text) and isinstance(value, int | float) and self._more():
                 continue

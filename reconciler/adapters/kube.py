@@ -182,7 +182,15 @@ class Gateway:
         return CustomObjectsApi(self.api_client)
 
     def read(self, request: Callable[[], Any], missing_ok: bool = False, shape: Shape | None = None) -> Any:
-        """The answer's JSON, an object (of `shape` when given); None for a 404 when `missing_ok`."""
+        """The answer's JSON, an object (of `shape` when given); None for a 404 when `missing_ok`. An
+        answer with `items` is a list, whoever reads it: a list of objects, each with its name."""
+        document = self._read(request, missing_ok, shape)
+        if document is not None and "items" in document:
+            for index, item in enumerate(self._items(document, None)):
+                self.check(api_shapes.CUSTOM, item, "a list", ("items", index))
+        return document
+
+    def _read(self, request: Callable[[], Any], missing_ok: bool, shape: Shape | None) -> Any:
         try:
             data = self._send(request)
         except NotFound:
@@ -192,7 +200,9 @@ class Gateway:
         try:
             document = json.loads(data)
         except (ValueError, RecursionError) as exc:
-            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            reason = (
+                "nested too deeply" if isinstance(exc, RecursionError) else jsonstream.number_problem(exc)
+            )
             raise GpudrvError(
                 f"the cluster at {self.host} sent a response that is not JSON: {reason}"
             ) from None
@@ -212,7 +222,7 @@ class Gateway:
             response = self._send(request, whole=False)
         finally:
             _STREAMED.reset(token)
-        what = f"a {shape.kind} list" if shape else "a list"
+        what = f"{shape.one} list" if shape else "a list"
         finished = False
         try:
             with self._answers():
@@ -246,8 +256,8 @@ class Gateway:
         token: str | None = None
         seen: set[str] = set()
         while True:
-            page = self.read(partial(request, token))
-            yield from self._items(page, shape)
+            page = self._read(partial(request, token), False, None)
+            yield from self._items(page, shape)  # each item of `shape`
             metadata = page.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
                 raise self.lied("a list", ("metadata",), f"is {api_shapes.describe(metadata)}, not an object")
@@ -286,7 +296,7 @@ class Gateway:
         items = page.get("items")
         if items is None:
             return []
-        what = f"a {shape.kind} list" if shape else "a list"
+        what = f"{shape.one} list" if shape else "a list"
         if not isinstance(items, list):
             raise self.lied(what, ("items",), f"is {api_shapes.describe(items)}, not a list")
         for index, item in enumerate(items):
@@ -301,7 +311,7 @@ class Gateway:
         found = api_shapes.problem(shape, document)
         if found is not None:
             path, reason = found
-            raise self.lied(what if at else f"a {shape.kind}", (*at, *path), reason)
+            raise self.lied(what if at else shape.one, (*at, *path), reason)
 
     def lied(self, what: str, path: tuple[str | int, ...], reason: str) -> GpudrvError:
         field_name = api_shapes.dotted(path) if path else "it"

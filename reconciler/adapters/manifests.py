@@ -52,15 +52,35 @@ def _parse(path: Path, text: str) -> tuple[tuple[tuple[int, Any], ...], GpudrvEr
 
 def documents_of_kinds(path: Path, kinds: Collection[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line, document) for each document of one of `kinds` in the file, `kind: List` items too."""
-    for line, document in load_documents(path):
-        if not isinstance(document, dict):
-            continue
-        if document.get("kind") in kinds:
+    for line, kind, document in _kinded(path):
+        if kind in kinds:
             yield line, document
-        elif document.get("kind") == "List":
-            for item in list_items(path, line, document):
-                if isinstance(item, dict) and item.get("kind") in kinds:
-                    yield _line_of(item, line), item
+
+
+def _kinded(path: Path) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    """(line, kind, document) for each object of the file that has a kind; a List's items instead of it."""
+    for line, document in load_documents(path):
+        kind = kind_of(path, line, document)
+        if kind != "List":
+            if kind is not None:
+                yield line, kind, document
+            continue
+        for item in list_items(path, line, document):
+            at = _line_of(item, line)
+            if (item_kind := kind_of(path, at, item)) is not None:
+                yield at, item_kind, item
+
+
+def kind_of(path: Path, line: int, document: Any) -> str | None:
+    """The document's kind; None for what is not an object or has none. A kind that is not a string
+    (a list, a mapping) is no manifest any tool applies: an error at its line."""
+    if not isinstance(document, dict):
+        return None
+    kind = document.get("kind")
+    if kind is None or isinstance(kind, str):
+        return kind
+    at = _key_line(document, "kind", line)
+    raise GpudrvError(f"kind must be a string, not {_kind(kind)}", file=str(path), line=at)
 
 
 def list_items(path: Path, line: int, document: dict[str, Any]) -> list[Any]:
@@ -77,6 +97,8 @@ def list_items(path: Path, line: int, document: dict[str, Any]) -> list[Any]:
 def _kind(value: Any) -> str:
     if isinstance(value, dict):
         return "a mapping"
+    if isinstance(value, list):
+        return "a list"
     return "null" if value is None else f"{type(value).__name__} {value!r}"[:60]
 
 
@@ -139,15 +161,8 @@ def plain(value: Any) -> Any:
 
 
 def _nodes_in(path: Path) -> Iterator[tuple[int, Node]]:
-    for line, document in load_documents(path):
-        if not isinstance(document, dict):
-            continue
-        if document.get("kind") == "Node":
-            yield line, _node(path, line, document)
-        elif document.get("kind") == "List":
-            for item in list_items(path, line, document):
-                if isinstance(item, dict) and item.get("kind") == "Node":
-                    yield _line_of(item, line), _node(path, _line_of(item, line), item)
+    for line, document in documents_of_kinds(path, ("Node",)):
+        yield line, _node(path, line, document)
 
 
 def _node(path: Path, line: int, document: dict[str, Any]) -> Node:

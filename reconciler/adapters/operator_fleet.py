@@ -127,7 +127,8 @@ def upgrade_events(gateway: kube.Gateway) -> dict[str, list[str]]:
     items = gateway.items(
         lambda: core.list_event_for_all_namespaces_with_http_info(
             field_selector=f"reason={EVENT_REASON},involvedObject.kind=Node", **kube.raw()
-        )
+        ),
+        api_shapes.EVENT,
     )
     found: dict[str, list[tuple[bool, str, str]]] = {}
     for item in items:

@@ -24,12 +24,18 @@ from reconciler.core.operator import Want
 from reconciler.core.tags import KERNEL, ImageKey
 from reconciler.core.upgrade import ALL_STATES, FAILURE, State
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")
 
 
-def natural(text: str) -> tuple[tuple[int, int | str], ...]:
-    """A sort key that orders the numbers inside a text by value: 5.15.0-9 before 5.15.0-10."""
-    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text) if part)
+def natural(text: str) -> tuple[tuple[int, int, str], ...]:
+    """A sort key that orders the numbers inside a text by value: 5.15.0-9 before 5.15.0-10. A number
+    is compared by its digits without leading zeros, shorter first: int() would refuse 5,000 of them."""
+    return tuple(
+        (0, len(digits), digits) if part[0] in "0123456789" else (1, 0, part)
+        for part in _DIGITS.split(text)
+        if part
+        for digits in [part.lstrip("0")]
+    )
 
 
 # --- coverage ----------------------------------------------------------------------------------------

@@ -54,7 +54,7 @@ class Lifetime:
 def pr_number(subject: str) -> int | None:
     """The pull request a subject names, as GitHub writes it for squash and merge commits."""
     match = _SQUASH_PR.search(subject) or _MERGE_PR.match(subject)
-    return int(match.group(1)) if match else None
+    return int(match.group(1)) if match and len(match.group(1)) <= 18 else None  # else no PR number
 
 
 def commit_info(meta: str) -> CommitInfo:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi accepts
+_GO_INT_DIGITS = 19  # and what fits its 64-bit int (more digits: ErrRange; int() refuses 4,300)
 _VERSION = re.compile(
     r"v?(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?:\.(?P<patch>[0-9]+))?(?:[-+][0-9A-Za-z.-]+)?"
 )
@@ -54,9 +55,10 @@ class Rule:
         if not ({"*", os_id} & self.integer_major):
             return None
         text = major.strip().removeprefix("v").removeprefix("V") if self.lenient_major else major
-        if _GO_INT.fullmatch(text) is None:
+        if _GO_INT.fullmatch(text) is None or len(text.lstrip("+-").lstrip("0")) > _GO_INT_DIGITS:
+            what = "is not an integer" if _GO_INT.fullmatch(text) is None else "is out of range"
             raise RuleError(
-                f"VERSION_ID major {major!r} is not an integer: GPU Operator {self.releases} "
+                f"VERSION_ID major {major[:40]!r} {what}: GPU Operator {self.releases} "
                 "fails to compute an os tag for it"
             )
         return int(text)
@@ -82,8 +84,8 @@ class Rules:
 
 def parse_release(version: str) -> Release:
     match = _VERSION.fullmatch(version.strip())
-    if match is None:
-        raise RuleError(f"GPU Operator version {version!r} is not a release like v26.3.1")
+    if match is None or len(version) > 64:  # no release number runs to thousands of digits
+        raise RuleError(f"GPU Operator version {version[:64]!r} is not a release like v26.3.1")
     return int(match["major"]), int(match["minor"]), int(match["patch"] or 0)
 
 

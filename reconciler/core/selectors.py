@@ -18,6 +18,7 @@ OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST, GT, LT)
 SELECTOR_OPERATORS = (IN, NOT_IN, EXISTS, DOES_NOT_EXIST)  # metav1.LabelSelector has no Gt or Lt
 
 _INT64 = range(-(2**63), 2**63)
+INT64_DIGITS = 19  # more digits (leading zeros aside) are out of int64's range whatever they are
 _NAME = r"([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)"
 _DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
 
@@ -57,10 +58,16 @@ def holds(requirement: Requirement, labels: Mapping[str, str], operators: Sequen
 
 def parse_int64(text: str) -> int | None:
     """Go's strconv.ParseInt(text, 10, 64): an optional sign, ASCII digits, no spaces or underscores."""
-    if re.fullmatch(r"[+-]?[0-9]+", text) is None:
-        return None
-    number = int(text)
+    if re.fullmatch(r"[+-]?[0-9]+", text) is None or too_long(text):
+        return None  # too long: out of range, and int() refuses over 4,300 digits (a ValueError)
+    sign, digits = ("-", text[1:]) if text[0] == "-" else ("", text.lstrip("+"))
+    number = int(sign + (digits.lstrip("0") or "0"))  # leading zeros: Go takes them, int() counts them
     return number if number in _INT64 else None
+
+
+def too_long(text: str) -> bool:
+    """An integer's text with more digits than any int64 has (ParseInt's ErrRange)."""
+    return len(text.lstrip("+-").lstrip("0")) > INT64_DIGITS
 
 
 def valid_label_key(key: str) -> bool:
@@ -84,6 +91,9 @@ def problem(requirement: Requirement, operators: Sequence[str] = OPERATORS) -> s
     if (count := _count_problem(operator, len(values))) is not None:
         return f"{key} {operator}: {count}"
     if operator in (GT, LT) and parse_int64(values[0]) is None:
+        if re.fullmatch(r"[+-]?[0-9]+", values[0]) and too_long(values[0]):
+            digits = len(values[0].lstrip("+-"))
+            return f"{key} {operator}: the value is too long ({digits:,} digits; an int64 has at most 19)"
         return f"{key} {operator}: the value {values[0]!r} is not an integer"
     bad = next((value for value in values if not valid_label_value(value)), None)
     return None if bad is None else f"{key} {operator}: {bad!r} is not a valid label value"

@@ -7,7 +7,8 @@ call to remember at each place. The pictures are plain SVG whose geometry this m
 functions, unit-tested): a charting library would bring JavaScript, usually from a CDN.
 
 The page is ASCII (other characters as character references), so any stdout encoding carries it, and
-no line of it can read as a GitHub Actions workflow command: values have `[`, CR and LF as references.
+no line of it can read as a GitHub Actions workflow command: values have `[`, CR, LF and a leading `:`
+as references.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from reconciler.adapters import actions_guard
 from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
 
 if TYPE_CHECKING:
@@ -364,10 +366,11 @@ def _environment() -> Environment:
 
 
 def _finalize(value: object) -> object:
-    """After autoescape's escaping: `[`, CR and LF in a value as references (see the module's doc)."""
+    """After autoescape's escaping: `[`, CR, LF and a leading `:` in a value as references (see the
+    module's doc): a value may start a line of the page."""
     from markupsafe import Markup, escape
 
     if isinstance(value, Markup):
         return value
-    text = str(escape(value))
-    return Markup(text.replace("[", "&#91;").replace("\r", "&#13;").replace("\n", "&#10;"))
+    text = str(escape(value)).replace("[", "&#91;").replace("\r", "&#13;").replace("\n", "&#10;")
+    return Markup(actions_guard.LEADING_COLON.sub(r"\1&#58;", text, count=1))

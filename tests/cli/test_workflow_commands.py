@@ -1,8 +1,9 @@
-"""Issue 18, item 2: with GITHUB_ACTIONS=true no untrusted value becomes a workflow command, in either
+"""Issue 18, item 2 and issue 30, item 0: no untrusted value becomes a workflow command, in either
 form (`::name::` at the start of a line, `##[name]` anywhere in one), on stdout or stderr, in every
-output mode. Values are generated (hypothesis) and put in matrix cells, node names, label keys and
-values, and file names; gpudrv runs in-process (reconciler.cli.main) to keep this fast, plus a few
-runs of the real entry point."""
+output mode, with GITHUB_ACTIONS=true or without it (a container step does not pass it). Values are
+generated (hypothesis) and put in matrix cells, node names, label keys and values, and file names;
+gpudrv runs in-process (reconciler.cli.main) to keep this fast, plus a few runs of the real entry
+point."""
 
 from __future__ import annotations
 
@@ -21,19 +22,23 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler import cli
+from reconciler.adapters import actions_guard
 from tests.conftest import REPO, run_gpudrv
 
 BOUNDED = settings(max_examples=40, deadline=None, database=None)
 HEADER = "driver_branch,kernel,os_tag"
 PIECES = ("::", ":", "##[", "#", "[", "]", "%", "\r", "\n", "\r\n", "\u2028", "\u2029", " ", "  ", "\t",
-          "warning", "stop-commands]t", "error::x", "add-mask]", "x", ",", "%0A", "'", '"', "\\")  # fmt: skip
+          "warning", "stop-commands]t", "error::x", "add-mask]", "x", ",", "%0A", "'", '"', "\\",
+          "\u00ad", "\u200b")  # fmt: skip
 untrusted = st.lists(st.sampled_from(PIECES), min_size=1, max_size=12).map("".join)
 # A file name: no slash or NUL, and short enough for any file system.
 file_names = untrusted.map(lambda text: text.replace("/", "_")[:100])
 
 OWN_ANNOTATION = re.compile(r"::(error|warning|notice)( [^:]*)?::")
-LEADING_COMMAND = re.compile(r"^[\s\ufeff\u200b\u180e]*::")
+LEADING_COMMAND = re.compile(r"^\s*::")
+INVISIBLE = re.compile(f"[{actions_guard.IGNORABLE}]")  # what the runner's comparison may skip
 KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+HOSTILE_OUTPUT = "x\n::warning::argparse ##[error]y"
 
 
 def assert_no_injected_command(out: str, err: str) -> None:
@@ -47,8 +52,9 @@ def assert_no_injected_command(out: str, err: str) -> None:
                 assert "##[" not in line, line
                 continue
             for piece in line.split("\r"):
-                assert "##[" not in piece, (stream, piece)
-                assert LEADING_COMMAND.match(piece) is None, (stream, piece)
+                visible = INVISIBLE.sub("", piece)
+                assert "##[" not in visible, (stream, piece)
+                assert LEADING_COMMAND.match(visible) is None, (stream, piece)
 
 
 def assert_outcome(
@@ -69,13 +75,18 @@ def assert_outcome(
 
 
 @contextlib.contextmanager
-def in_actions() -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
-    """A fresh workspace, the current directory, with GitHub Actions' variables set."""
+def in_actions(actions: bool = True) -> Iterator[tuple[Path, pytest.MonkeyPatch]]:
+    """A fresh workspace, the current directory, with GitHub Actions' variables set (`actions`) or
+    none of them (a container step, or another CI)."""
     with tempfile.TemporaryDirectory() as name, pytest.MonkeyPatch.context() as patch:
         root = Path(name)
-        patch.setenv("GITHUB_ACTIONS", "true")
-        patch.setenv("GITHUB_STEP_SUMMARY", str(root / "summary.md"))
-        patch.setenv("GITHUB_WORKSPACE", str(root))
+        if actions:
+            patch.setenv("GITHUB_ACTIONS", "true")
+            patch.setenv("GITHUB_STEP_SUMMARY", str(root / "summary.md"))
+            patch.setenv("GITHUB_WORKSPACE", str(root))
+        else:
+            for variable in ("GITHUB_ACTIONS", "GITHUB_STEP_SUMMARY", "GITHUB_WORKSPACE"):
+                patch.delenv(variable, raising=False)
         patch.delenv("KUBECONFIG", raising=False)
         patch.chdir(root)
         shutil.copytree(REPO / "matrix", root / "matrix")
@@ -116,9 +127,9 @@ def write_node(folder: Path, file_name: str, name: str, key: str, value: str) ->
 
 
 @BOUNDED
-@given(cell=untrusted)
-def test_matrix_cells(cell: str) -> None:
-    with in_actions() as (root, _):
+@given(cell=untrusted, actions=st.booleans())
+def test_matrix_cells(cell: str, actions: bool) -> None:
+    with in_actions(actions) as (root, _):
         bad = root / "bad.csv"
         bad.write_text(f"{HEADER}\n550,{cell},ubuntu22.04\n{cell}\n")
         for output in ("text", "github"):
@@ -130,9 +141,9 @@ def test_matrix_cells(cell: str) -> None:
 
 
 @BOUNDED
-@given(file_name=file_names, name=untrusted, key=untrusted, value=untrusted)
-def test_manifest_values(file_name: str, name: str, key: str, value: str) -> None:
-    with in_actions() as (root, _):
+@given(file_name=file_names, name=untrusted, key=untrusted, value=untrusted, actions=st.booleans())
+def test_manifest_values(file_name: str, name: str, key: str, value: str, actions: bool) -> None:
+    with in_actions(actions) as (root, _):
         fleet = root / "fleet"
         write_node(fleet, file_name, name, key, value)
         for output in ("text", "json", "yaml", "github"):
@@ -145,10 +156,10 @@ def test_manifest_values(file_name: str, name: str, key: str, value: str) -> Non
 
 
 @BOUNDED
-@given(file_name=file_names, value=untrusted)
-def test_broken_manifests(file_name: str, value: str) -> None:
+@given(file_name=file_names, value=untrusted, actions=st.booleans())
+def test_broken_manifests(file_name: str, value: str, actions: bool) -> None:
     """Errors that quote a file name or a YAML problem: one line on stderr, an annotation on stdout."""
-    with in_actions() as (root, _):
+    with in_actions(actions) as (root, _):
         fleet = root / "fleet"
         fleet.mkdir()
         (fleet / f"{file_name}.yaml").write_text(f"kind: Node\nmetadata: {{name: {value}\n")
@@ -189,10 +200,21 @@ def test_json_output_in_actions_is_json_with_the_same_values(lab: Path) -> None:
     assert_no_injected_command(result.stdout, result.stderr)
 
 
-def test_outside_actions_nothing_changes(lab: Path) -> None:
+@pytest.mark.parametrize("actions", ["", None])
+def test_outside_actions_the_same_guard(lab: Path, actions: str | None) -> None:
+    # A container step does not pass GITHUB_ACTIONS (None: unset), yet the runner reads its lines.
+    env = {} if actions is None else {"GITHUB_ACTIONS": actions}
     matrix = lab / "matrix/support-matrix.csv"
     matrix.write_text(f"{HEADER}\n550,##[stop-commands]tok,ubuntu22.04\n  ::warning::x\n")
-    result = run_gpudrv("matrix", "validate", "-o", "text", cwd=lab, env={"GITHUB_ACTIONS": ""})
-    assert "kernel '##[stop-commands]tok'" in result.stdout
-    result = run_gpudrv("matrix", "add", "--tag=550-##[x]-ubuntu22.04", cwd=lab, env={"GITHUB_ACTIONS": ""})
-    assert result.stderr.startswith("gpudrv: refused 550,##[x],ubuntu22.04: ")
+    result = run_gpudrv("matrix", "validate", "-o", "text", cwd=lab, env=env)
+    assert "kernel '##\\[stop-commands]tok'" in result.stdout
+    assert_no_injected_command(result.stdout, result.stderr)
+    result = run_gpudrv("matrix", "add", "--tag=550-##[x]-ubuntu22.04", cwd=lab, env=env)
+    assert result.stderr.startswith("gpudrv: refused 550,##\\[x],ubuntu22.04: ")
+    result = run_gpudrv("matrix", "validate", "-o", "json", cwd=lab, env=env)
+    assert "##\\u005bstop-commands]tok" in result.stdout  # JSON stays JSON
+    assert "##[stop-commands]tok" in json.dumps(json.loads(result.stdout))
+    assert_no_injected_command(result.stdout, result.stderr)
+    result = run_gpudrv("audit", "--from", "clusters/lab", "-o", HOSTILE_OUTPUT, cwd=lab, env=env)
+    assert result.returncode == 2  # argparse's own usage error quotes the value: guarded too
+    assert_no_injected_command(result.stdout, result.stderr)

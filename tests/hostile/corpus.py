@@ -64,6 +64,7 @@ class Case:
     process: str | None = None  # run the real entry point: "pipe-closed", "full", "stdout-closed", "plain"
     limit: float = 10.0  # seconds: the time bound
     changes_files: bool = False  # a command that may legitimately write (matrix add of a valid row)
+    actions: bool | None = None  # run with GITHUB_ACTIONS=true (True), without (False), or alternate
 
 
 def lab(root: Path) -> None:
@@ -91,6 +92,12 @@ LAUGHS = "a: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
 def indented(text: str, by: int) -> str:
     return "".join(" " * by + line + "\n" for line in text.splitlines())
 
+
+AFFINITY = (
+    "apiVersion: v1\nkind: Pod\nmetadata: {{name: p}}\nspec:\n  containers: [{{name: c, image: i}}]\n"
+    "  affinity: {{nodeAffinity: {{requiredDuringSchedulingIgnoredDuringExecution: {{nodeSelectorTerms:"
+    " [{{matchExpressions: [{{key: a, operator: {operator}, values: ['{value}']}}]}}]}}}}}}\n"
+)
 
 # Which commands must refuse a manifest: every command for what is not YAML gpudrv reads (every
 # command parses every file), the commands that read Nodes for a broken Node, and so on; the others
@@ -236,6 +243,13 @@ MANIFESTS: dict[str, tuple[str, str | bytes, frozenset[str]]] = {
         "apiVersion: nvidia.com/v1\nkind: ClusterPolicy\nmetadata: {name: c}\nspec: {driver: [1, 2]}\n",
         RESOURCES,
     ),
+    # Issue 30: a kind that is no string was an unhashable-type traceback in explain.
+    "kind-list": ("nodes/x.yaml", "apiVersion: v1\nkind: [Node]\nmetadata: {name: x}\n", ALL),
+    "kind-map": ("nodes/x.yaml", "apiVersion: v1\nkind: {a: b}\nmetadata: {name: x}\n", ALL),
+    "kind-list-in-list": ("workloads/l.yaml", "kind: List\nitems:\n- kind: [Pod]\n", ALL),
+    # A Gt/Lt value int() refuses (5,000 digits): the term the scheduler cannot parse, not a ValueError.
+    "gt-5000-digits": ("workloads/pod.yaml", AFFINITY.format(operator="Gt", value="9" * 5000), NONE),
+    "lt-5000-digits": ("workloads/pod.yaml", AFFINITY.format(operator="Lt", value="-" + "9" * 5000), NONE),
     "nvidiadriver-wrong-api": (
         "driver.yaml",
         "apiVersion: nvidia.com/v9\nkind: NVIDIADriver\nmetadata: {name: d}\nspec: 5\n",
@@ -311,6 +325,8 @@ MATRICES: dict[str, tuple[str | bytes | None, bool]] = {  # content (None: made 
     "symlink-to-dev-zero": (None, True),
     "dangling-symlink": (None, True),
     "trailing-slash": (None, True),
+    "symlink-loop": (None, True),  # issue 30: ELOOP and ENAMETOOLONG were tracebacks in matrix add
+    "name-too-long": (None, True),
 }
 
 
@@ -330,8 +346,14 @@ def prepare_matrix(name: str) -> tuple[Prepare, str]:
             path.symlink_to("/dev/zero")
         elif name == "dangling-symlink":
             path.symlink_to("nowhere.csv")
+        elif name == "symlink-loop":
+            path.symlink_to("m.csv")
 
-    given = {"dev-zero": "/dev/zero", "trailing-slash": "matrix/support-matrix.csv/"}.get(name, "m.csv")
+    given = {
+        "dev-zero": "/dev/zero",
+        "trailing-slash": "matrix/support-matrix.csv/",
+        "name-too-long": "m" * 300 + ".csv",
+    }.get(name, "m.csv")
     return prepare, given
 
 
@@ -600,11 +622,52 @@ def server_cases() -> Iterator[Case]:
                 allowed = ANY  # these read one answer, not pages
             yield Case(f"server-{name}-{command}", (*argv, "--request-timeout", "2s"), prepare, allowed)
 
+    yield from lying_list_cases()
+
     def default_timeouts(space: Workspace) -> None:
         space.serve(everything(Answer(hang=True)))
 
     # Without --request-timeout: the default read timeout (15 s) bounds it.
     yield Case("server-never-answers-default-timeout", ("audit",), default_timeouts, ERROR, limit=25.0)
+
+
+def lists_answer(payload: object) -> Callable[[Request], Answer]:
+    """A GPU node for node reads, `payload` for every other read (ClusterPolicies, pods, budgets...)."""
+
+    def answer(request: Request) -> Answer:
+        if request.path.startswith("/api/v1/nodes"):
+            return Answer(body=as_json(node_list(node_item("lab-node-0", GPU))))
+        return Answer(body=as_json(payload))
+
+    return answer
+
+
+LYING_LISTS: dict[str, object] = {
+    "items-string": {"items": "x"},
+    "items-number": {"items": 5},
+    "items-object": {"items": {"a": 1}},
+    "items-strings": {"items": ["x"]},
+    "item-metadata-string": {"items": [{"metadata": "x"}]},
+}
+
+
+def lying_list_cases() -> Iterator[Case]:
+    """Issue 30: lab-mode apply --dry-run asks whether the GPU Operator runs (a ClusterPolicy list read
+    whole): items that were a string or a number reached a traceback."""
+    for name, payload in LYING_LISTS.items():
+
+        def prepare(space: Workspace, payload: object = payload) -> None:
+            repository(space)  # the image gate reads the matrix from git
+            space.serve(lists_answer(payload))
+
+        for command, argv in {
+            "apply-dry-run": ("apply", "--dry-run", "--from", "clusters/lab"),
+            "apply-dry-run-json": ("apply", "--dry-run", "--from", "clusters/lab", "-o", "json"),
+            "plan": ("plan", "--from", "clusters/lab"),
+            "explain": ("explain", "-n", "ns"),
+            "drain": ("drain", "lab-node-0"),
+        }.items():
+            yield Case(f"lists-{name}-{command}", (*argv, "--request-timeout", "2s"), prepare, limit=20.0)
 
 
 # --- git ----------------------------------------------------------------------------------------------------
@@ -698,6 +761,7 @@ def git_cases() -> Iterator[Case]:
             "impact-odd-ref": ("matrix", "impact", "--base", HOSTILE, "--from", "clusters/lab"),
             "impact-option-ref": ("matrix", "impact", "--base", "--output=x", "--from", "clusters/lab"),
             "plan": ("plan", "--from", "clusters/lab", "--merged-ref", "main"),
+            "plan-odd-ref": ("plan", "--from", "clusters/lab", "--merged-ref", HOSTILE),
         }.items():
             allowed = codes if "odd" not in command and "option" not in command else ERROR
             if name == "shallow-clone" and command == "history":
@@ -768,6 +832,8 @@ def output_cases() -> Iterator[Case]:
 
 
 def cases() -> list[Case]:
+    from tests.hostile.ci_log import ci_log_cases  # it builds on this module's helpers
+
     found = [
         *manifest_cases(),
         *matrix_cases(),
@@ -777,6 +843,7 @@ def cases() -> list[Case]:
         *git_cases(),
         *argument_cases(),
         *output_cases(),
+        *ci_log_cases(),
     ]
     ids = [case.id for case in found]
     assert len(ids) == len(set(ids)), "case ids must be unique"

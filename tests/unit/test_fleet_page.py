@@ -299,7 +299,11 @@ def hostile_page() -> str:
     )
     history = data.changes([Lifetime(K2, CommitInfo("a" * 40, f"Eve {HOSTILE} ##[group]", "2026-03-01", 7))])
     return page.html(
-        facts(source=f"cluster {HOSTILE}", notes=(f"note {HOSTILE}",), commit_note=HOSTILE),
+        facts(
+            source=f"cluster {HOSTILE}",
+            notes=(f"note {HOSTILE}", f" ::warning::{HOSTILE}"),
+            commit_note=HOSTILE,
+        ),
         grid,
         states,
         history,
@@ -332,6 +336,12 @@ def test_the_page_is_ascii_and_passes_the_actions_guard_unchanged() -> None:
     guard.write(html)
     guard.flush()
     assert sink.getvalue() == html
+
+
+def test_a_value_that_starts_with_a_colon_cannot_start_a_command() -> None:
+    # A value may start a line of the page: its first visible colon is a reference, its [ too.
+    assert str(page._finalize(" \u200b::warning::x ##[y")) == " \u200b&#58;:warning::x ##&#91;y"
+    assert str(page._finalize("a::b")) == "a::b"
 
 
 def test_page_shows_the_grid_the_states_and_the_history() -> None:
