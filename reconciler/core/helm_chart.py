@@ -48,10 +48,15 @@ class Chart:
     cluster_policy: Mapping[str, Any]
     nvidia_driver: Mapping[str, Any]
     fails: tuple[Mapping[str, Any], ...]
+    # Other versions whose chart differs only in lines gpudrv does not read (checked with git diff).
+    same_content: tuple[str, ...] = ()
 
     @property
     def key(self) -> tuple[int, int, int]:
         return version_key(self.version) or (0, 0, 0)
+
+    def covers(self, wanted: tuple[int, int, int]) -> bool:
+        return wanted == self.key or any(version_key(v) == wanted for v in self.same_content)
 
 
 Charts = tuple[Chart, ...]
@@ -104,6 +109,9 @@ def _parse_chart(index: int, raw: Any) -> Chart:
     fails = raw.get("fails", [])
     if not isinstance(fails, list) or not all(isinstance(f, Mapping) and "message" in f for f in fails):
         raise ChartDataError(f"{where}.fails: expected a list of objects with a message")
+    same = raw.get("same_content", [])
+    if not isinstance(same, list) or not all(isinstance(v, str) and version_key(v) for v in same):
+        raise ChartDataError(f"{where}.same_content: expected a list of X.Y.Z versions")
     return Chart(
         version=raw["version"],
         source=raw["source"],
@@ -112,6 +120,7 @@ def _parse_chart(index: int, raw: Any) -> Chart:
         cluster_policy=raw["cluster_policy"],
         nvidia_driver=raw["nvidia_driver"],
         fails=tuple(fails),
+        same_content=tuple(same),
     )
 
 
@@ -139,8 +148,8 @@ def _check_nodes(where: str, nodes: Any) -> None:
 
 
 def pick(charts: Charts, chart_version: str) -> tuple[Chart, str | None]:
-    """The chart data for a version: the same X.Y.Z, else the nearest older known one, else the oldest;
-    with a note saying which was used when it is not the same version."""
+    """The chart data for a version: the entry for that X.Y.Z (its own or one of its `same_content`), else
+    the nearest older entry, else the oldest, with a note saying plainly the version is not modelled."""
     wanted = version_key(chart_version)
     if wanted is None:
         newest = charts[-1]
@@ -149,14 +158,15 @@ def pick(charts: Charts, chart_version: str) -> tuple[Chart, str | None]:
             f"chart version {chart_version!r} is not X.Y.Z: read as v{newest.version}, the newest known",
         )
     for chart in charts:
-        if chart.key == wanted:
+        if chart.covers(wanted):
             return chart, None
     older = [c for c in charts if c.key < wanted]
     chart = older[-1] if older else charts[0]
     how = "the nearest older known chart" if older else "the oldest known chart (none is older)"
     return (
         chart,
-        f"chart v{'.'.join(map(str, wanted))} is not known: read with v{chart.version}'s templates, {how}",
+        f"chart v{'.'.join(map(str, wanted))} is not modelled: read with v{chart.version}'s templates, {how};"
+        " its driver fields, defaults and guards may differ from what this shows",
     )
 
 

@@ -4,6 +4,7 @@ tests/helm/test_chart_differential.py holds the same functions to the real `helm
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -138,7 +139,17 @@ def test_resolve_plain_special_floats() -> None:
 # --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("version", "default"), [("v25.3.4", "580.82.07"), ("v26.7.0", "595.91.07")])
+@pytest.mark.parametrize(
+    ("version", "default"),
+    [
+        ("v25.3.4", "580.82.07"),
+        ("v25.10.0", "580.95.05"),
+        ("v25.10.1", "580.105.08"),
+        ("v26.3.0", "580.126.20"),
+        ("v26.3.3", "580.126.20"),
+        ("v26.7.0", "595.91.07"),
+    ],
+)
 def test_defaults_render_the_charts_driver(version: str, default: str) -> None:
     r = render({}, version, CHARTS)
     assert r.cluster_policy is not None
@@ -310,6 +321,31 @@ def test_v26_driver_disabled_renders_no_nvidia_driver_v25_does() -> None:
     assert render(values, "v25.3.4", CHARTS).nvidia_driver is not None
 
 
+@pytest.mark.parametrize(
+    ("version", "default", "used"),
+    [("v25.10.1", "580.105.08", "25.10.1"), ("v26.3.3", "580.126.20", "26.3.2")],
+)
+def test_a_values_file_at_v25_10_1_and_v26_3_3(version: str, default: str, used: str) -> None:
+    # A values file with the CRD on and no driver.version: the default NVIDIADriver gets the chart's version.
+    values = {"driver": {"nvidiaDriverCRD": {"enabled": True}, "usePrecompiled": True}}
+    r = render(values, version, CHARTS)
+    assert (r.chart_version, r.problems, r.notes) == (used, (), ())
+    assert r.nvidia_driver is not None
+    assert r.nvidia_driver["spec"]["version"] == default
+    assert r.nvidia_driver["spec"]["usePrecompiled"] is True
+    assert driver(r)["version"] == default
+    # From v25.10.1 the NVIDIADriver template is guarded by driver.enabled (nvidiadriver.yaml:1).
+    off = render(merge(values, {"driver": {"enabled": False}}), version, CHARTS)
+    assert off.nvidia_driver is None
+    assert driver(off)["enabled"] is False
+
+
+def test_v25_10_0_has_no_driver_enabled_guard_yet() -> None:
+    values = merge(CRD_ON, {"driver": {"enabled": False}})
+    r = render(values, "v25.10.0", CHARTS)
+    assert r.nvidia_driver is not None and r.nvidia_driver["spec"]["version"] == "580.95.05"
+
+
 # --------------------------------------------------------------------------
 # Chart versions and the data
 # --------------------------------------------------------------------------
@@ -320,13 +356,22 @@ def test_v26_driver_disabled_renders_no_nvidia_driver_v25_does() -> None:
     [
         ("v25.3.4", "25.3.4", None),
         ("26.7.0", "26.7.0", None),
-        ("v26.7.2", "26.7.0", "nearest older"),
-        ("v26.3.1", "25.3.4", "nearest older"),
-        ("v24.9.0", "25.3.4", "oldest known"),
+        ("v25.10.0", "25.10.0", None),
+        ("v26.3.1", "26.3.1", None),
+        ("v26.3.2", "26.3.2", None),
+        ("v26.3.3", "26.3.2", None),  # same_content: differs from v26.3.2 only in lines gpudrv does not read
+        ("v26.7.2", "26.7.0", "not modelled: read with v26.7.0's templates, the nearest older"),
+        ("v27.0.0", "26.7.0", "not modelled: read with v26.7.0's templates, the nearest older"),
+        ("v26.3.4", "26.3.2", "not modelled: read with v26.3.2's templates, the nearest older"),
+        ("v25.11.0", "25.10.1", "not modelled: read with v25.10.1's templates, the nearest older"),
+        ("v25.3.3", "25.3.4", "not modelled: read with v25.3.4's templates, the oldest known"),
+        ("v24.9.0", "25.3.4", "not modelled: read with v25.3.4's templates, the oldest known"),
         ("main", "26.7.0", "not X.Y.Z"),
     ],
 )
-def test_unknown_versions_use_the_nearest_older_chart(asked: str, used: str, note: str | None) -> None:
+def test_unmodelled_versions_use_the_nearest_older_chart_and_say_so(
+    asked: str, used: str, note: str | None
+) -> None:
     r = render({}, asked, CHARTS)
     assert r.chart_version == used
     if note is None:
@@ -340,6 +385,9 @@ def test_parse_charts_refuses_bad_data() -> None:
         helm_chart.parse_charts({"charts": []})
     with pytest.raises(helm_chart.ChartDataError, match=r"charts\[0\].version"):
         helm_chart.parse_charts({"charts": [{"version": "x", "source": "s"}]})
+    raw = json.loads(chart_files.CHART_FILE.read_text())["charts"][0]
+    with pytest.raises(helm_chart.ChartDataError, match=r"charts\[0\].same_content"):
+        helm_chart.parse_charts({"charts": [{**raw, "same_content": ["26.3"]}]})
 
 
 def test_every_default_leaf_has_a_values_line() -> None:
