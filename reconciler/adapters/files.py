@@ -5,14 +5,20 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 from reconciler.errors import GpudrvError
+
+# The package's own data files: inside it, so they ship in the wheel with no packaging rule of their own.
+DATA = Path(__file__).resolve().parent.parent / "data"
+T = TypeVar("T")
 
 # An input gpudrv reads whole (a matrix, a manifest, a kubeconfig): far more than any real one.
 MAX_INPUT_BYTES = 64 * 1024 * 1024
@@ -47,6 +53,15 @@ def read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise GpudrvError("not UTF-8 text", file=str(path), line=line) from None
+
+
+def read_json(path: Path, parse: Callable[[Any], T]) -> T:
+    """A JSON data file read and handed to `parse`; one that is not JSON or that `parse` refuses
+    (a ValueError) is one error naming the file."""
+    try:
+        return parse(json.loads(read_text(path)))
+    except ValueError as exc:
+        raise GpudrvError(f"{path}: {exc}") from None
 
 
 def read_bytes(path: Path) -> bytes:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -10,18 +9,13 @@ from typing import Any
 
 from reconciler.adapters import files
 from reconciler.core import helm_chart
-from reconciler.errors import GpudrvError
 
-# Inside the package, so it ships in the wheel with no packaging rule of its own.
-CHART_FILE = Path(__file__).resolve().parent.parent / "data" / "gpu-operator-chart.json"
+CHART_FILE = files.DATA / "gpu-operator-chart.json"
 
 
 @cache
 def charts(path: Path = CHART_FILE) -> helm_chart.Charts:
-    try:
-        return helm_chart.parse_charts(json.loads(files.read_text(path)))
-    except (ValueError, helm_chart.ChartDataError) as exc:
-        raise GpudrvError(f"{path}: {exc}") from None
+    return files.read_json(path, helm_chart.parse_charts)
 
 
 def render(values: Mapping[str, Any], chart_version: str) -> helm_chart.Rendered:

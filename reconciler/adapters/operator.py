@@ -3,7 +3,6 @@ resources (ClusterPolicy, NVIDIADriver) in manifests."""
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -18,17 +17,13 @@ from reconciler.core.operator import Contract, DriverResource, FleetNote, Kind, 
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
 
-# Inside the package, so it ships in the wheel with no packaging rule of its own.
-RULES_FILE = Path(__file__).resolve().parent.parent / "data" / "os-tag-rules.json"
+RULES_FILE = files.DATA / "os-tag-rules.json"
 KINDS = tuple(str(kind) for kind in Kind)
 
 
 @cache
 def rules(path: Path = RULES_FILE) -> os_tags.Rules:
-    try:
-        return os_tags.parse_rules(json.loads(files.read_text(path)))
-    except (ValueError, os_tags.RuleError) as exc:
-        raise GpudrvError(f"{path}: {exc}") from None
+    return files.read_json(path, os_tags.parse_rules)
 
 
 def rule_for(version: str | None) -> tuple[os_tags.Rule, os_tags.Release | None]:

@@ -7,7 +7,6 @@ and one pod or every pod of a namespace, and adds the scheduler's own PodSchedul
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from reconciler.render import document
 from reconciler.render import explain as show
 
 # Inside the package, so it ships in the wheel with no packaging rule of its own.
-COMPAT_FILE = Path(__file__).resolve().parent.parent / "data" / "cuda-compat.json"
+COMPAT_FILE = files.DATA / "cuda-compat.json"
 _ALIASES = {
     "Pod": ("pod", "pods", "po"),
     "Job": ("job", "jobs"),
@@ -59,10 +58,7 @@ def exit_code(reports: Sequence[Report], output: Output) -> int:
 
 
 def load_table(path: Path = COMPAT_FILE) -> cuda.Table:
-    try:
-        return cuda.parse_table(json.loads(files.read_text(path)))
-    except ValueError as exc:
-        raise GpudrvError(f"{path}: {exc}") from None
+    return files.read_json(path, cuda.parse_table)
 
 
 def read(target: str | None, namespace: str | None, source: NodeSource) -> tuple[list[Node], list[Workload]]:
