@@ -86,6 +86,12 @@ def run_main(
     return subprocess.CompletedProcess(["gpudrv", *args], returncode, _read_back(stdout), _read_back(stderr))
 
 
+def git(root: Path, *args: str) -> None:
+    """git in `root`, as a throwaway identity on `main`: for tests that need a repository, not its authors."""
+    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
+    subprocess.run(["git", *identity, *args], cwd=root, capture_output=True, check=True)
+
+
 def _pipe(errors: str) -> io.TextIOWrapper:
     return io.TextIOWrapper(io.BytesIO(), encoding=locale.getpreferredencoding(False), errors=errors)
 

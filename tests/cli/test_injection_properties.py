@@ -10,7 +10,6 @@ import contextlib
 import io
 import json
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +21,7 @@ from hypothesis import strategies as st
 
 from reconciler import cli
 from tests.cli.test_workflow_commands import PIECES, assert_outcome
-from tests.conftest import REPO
+from tests.conftest import REPO, git
 from tests.hostile.fake_api import Answer, FakeApi, Request
 
 BOUNDED = settings(max_examples=15, deadline=None, database=None)
@@ -159,11 +158,6 @@ def test_the_servers_url(server: str) -> None:
             code, out, err = gpudrv(*command, "--kubeconfig", str(config), "--request-timeout", "2s")
             assert code == 2
             assert_outcome(code, out, err)
-
-
-def git(root: Path, *args: str) -> None:
-    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
-    subprocess.run(["git", *identity, *args], cwd=root, capture_output=True, check=True)
 
 
 @BOUNDED

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_main
+from tests.conftest import git, run_main
 from tests.hostile.fake_api import Answer, FakeApi, Request
 
 NOTHING = "nothing was checked (--allow-empty if that is expected)"
@@ -23,11 +23,6 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     (line,) = result.stderr.splitlines()
     assert "Traceback" not in result.stderr
     return line
-
-
-def git(root: Path, *args: str) -> None:
-    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
-    subprocess.run(["git", *identity, *args], cwd=root, check=True, capture_output=True)
 
 
 @pytest.fixture

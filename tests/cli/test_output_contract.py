@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 import yaml
 
 from reconciler import cli
-from tests.conftest import REPO, run_main
+from tests.conftest import REPO, git, run_main
 from tests.hostile.fake_api import Answer, FakeApi, Request
 
 SCHEMAS = REPO / "schemas" / "output"
@@ -29,11 +28,6 @@ NO_DATA = {"init", "reconcile"}
 def schema(kind: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((SCHEMAS / f"{kind}.schema.json").read_text())
     return loaded
-
-
-def git(root: Path, *args: str) -> None:
-    identity = ["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"]
-    subprocess.run(["git", *identity, *args], cwd=root, capture_output=True, check=True)
 
 
 @pytest.fixture
