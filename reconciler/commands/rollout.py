@@ -36,6 +36,7 @@ from reconciler.errors import GpudrvError
 POLL_SECONDS = 2.0
 STALL_SECONDS = 15.0  # a node this long in one state gets its stall explained
 RECONNECT_SECONDS = 180.0
+LIST_SECONDS = 30.0  # how long the driver resources wait for the node watch's first list
 
 
 @dataclass(frozen=True)
@@ -224,6 +225,7 @@ class Rollout:
         self.settings, self.declared, self.record = settings, declared, record
         self.tracker = supervise.Tracker()
         self.named: frozenset[str] = frozenset()  # the rollout's nodes: moving or held by someone else
+        self.first: list[NodeFacts] = []  # start()'s read: where the rollout found the nodes
         self.budgets: list[budget.Budget] = []
 
     def read(self) -> list[NodeFacts]:
@@ -272,7 +274,7 @@ class Rollout:
     def start(self) -> list[NodeFacts]:
         """The first read, which decides the rollout's nodes: those that move, and those someone else
         holds (named once, left alone); a pool that keeps its driver is none of them."""
-        facts = self.read()
+        facts = self.first = self.read()
         self.named = frozenset(n.name for n in [*supervise.moving(facts), *supervise.user_skipped(facts)])
         self._note(facts)
         return facts
@@ -325,7 +327,8 @@ class Rollout:
         selector = label_selector(f"{GPU_PRESENT}=true", self.settings.selector)
         watcher = node_watch.NodeWatch(self.fleet.gateway, events.put, selector=selector).start()
         try:
-            self._found(self.read())  # where the nodes are before anything changes
+            self._found(self.first)  # where the nodes were before anything changed (the holds move none)
+            self._drain(events, wait=LIST_SECONDS, until_listed=True)  # the watch sees every change
             if not change():
                 return FINDINGS
             return self._follow(events)
@@ -388,8 +391,10 @@ class Rollout:
         self,
         events: queue.Queue[node_watch.Listed | node_watch.Changed | node_watch.Deleted],
         wait: float = 0.0,
+        until_listed: bool = False,
     ) -> None:
-        """Print the transitions the watch has seen; with `wait`, for that long."""
+        """Print the transitions the watch has seen; with `wait`, for that long (`until_listed`: or until
+        the watch's list has come, so that nothing changes before the watch sees it)."""
         deadline = time.monotonic() + wait
         while True:
             timeout = deadline - time.monotonic()
@@ -397,14 +402,20 @@ class Rollout:
                 event = events.get(timeout=timeout) if timeout > 0 else events.get_nowait()
             except queue.Empty:
                 return
-            nodes = [event.node] if isinstance(event, node_watch.Changed) else []
-            if isinstance(event, node_watch.Listed):
-                nodes = event.nodes
-            for item in nodes:
-                if item.name in self.tracker.states:
-                    line = self.tracker.observe(item.name, supervise.state_of(item.labels), time.monotonic())
-                    if line:
-                        print(line, flush=True)
+            self._show(event)
+            if until_listed and isinstance(event, node_watch.Listed):
+                return
+
+    def _show(self, event: node_watch.Listed | node_watch.Changed | node_watch.Deleted) -> None:
+        """The transitions of the rollout's nodes in one watch event."""
+        nodes = [event.node] if isinstance(event, node_watch.Changed) else []
+        if isinstance(event, node_watch.Listed):
+            nodes = event.nodes
+        for item in nodes:
+            if item.name in self.tracker.states:
+                line = self.tracker.observe(item.name, supervise.state_of(item.labels), time.monotonic())
+                if line:
+                    print(line, flush=True)
 
     def _say_stalls(self, facts: list[NodeFacts], now: float, after: float) -> None:
         waiting = [
