@@ -148,14 +148,17 @@ def build(root: Path, nodes: int, rows: int) -> None:
 
 def time_render(root: Path, runs: int) -> tuple[float, int]:
     """The page from data already in memory: the pictures' data and the HTML."""
-    from reconciler.adapters import declared_nodes, git, operator
+    from reconciler.adapters import git
+    from reconciler.adapters.files import declared_nodes, operator_contract
     from reconciler.adapters.sources import valid_matrix
     from reconciler.core import fleet_page
     from reconciler.render import fleet_page as page
 
     parsed = valid_matrix(root / MATRIX)
     live = declared_nodes.gpu_nodes(root / "clusters/fleet")
-    found = operator.wants(operator.offline_contract(root / "clusters/fleet", None), [n.node for n in live])
+    found = operator_contract.wants(
+        operator_contract.offline_contract(root / "clusters/fleet", None), [n.node for n in live]
+    )
     repo, repo_path = git.locate(root / MATRIX)
     lifetimes = git.matrix_history(repo, repo_path)
     reasons = fleet_page.reasons_by_node({node.name: node.annotations for node in live})

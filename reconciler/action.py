@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from reconciler import cli
-from reconciler.adapters import actions_guard
+from reconciler.adapters.ci import actions_guard
 
 ERROR = 2
 

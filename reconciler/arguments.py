@@ -14,8 +14,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import config
-from reconciler.adapters.registry import CONCURRENCY
+from reconciler.adapters.files import config
+from reconciler.adapters.registry.oci import CONCURRENCY
 from reconciler.commands import Output
 from reconciler.core import duration, label_selector
 from reconciler.core.registry import Repository
@@ -393,7 +393,7 @@ def reconcile_options(parser: argparse.ArgumentParser) -> None:
 
 def reconcile_settings(args: argparse.Namespace) -> Any:
     """The loop's settings from the parsed flags."""
-    from reconciler.adapters.git_sync import Credentials, Source, default_directory
+    from reconciler.adapters.git.sync import Credentials, Source, default_directory
     from reconciler.commands.reconcile import (
         ApplyOptions,
         Settings,

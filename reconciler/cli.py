@@ -16,7 +16,9 @@ from typing import Any
 
 from reconciler import __version__, parsing, usage
 from reconciler import arguments as args_
-from reconciler.adapters import actions_guard, config, github, kube, output, sources
+from reconciler.adapters import kube, sources
+from reconciler.adapters.ci import actions_guard, github, output
+from reconciler.adapters.files import config
 from reconciler.adapters.kube import Options
 from reconciler.commands import ERROR, Installer, Output
 from reconciler.core.tags import ImageKey

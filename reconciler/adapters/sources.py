@@ -7,8 +7,9 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 
-from reconciler.adapters import config, files, kube, manifests, operator, schemas
+from reconciler.adapters import files, kube
 from reconciler.adapters.cluster import Cluster, connect
+from reconciler.adapters.files import config, manifests, operator_contract, schemas
 from reconciler.core import matrix, reads
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Wants
@@ -48,16 +49,16 @@ class NodeSource:
     helm: config.HelmValues | None = None  # gpudrv.yaml's helm: values files and chart version
 
     @property
-    def pins(self) -> operator.Pins:
+    def pins(self) -> operator_contract.Pins:
         if self.version_from_config:
-            return operator.Pins(config=self.operator_version, helm=self.helm)
-        return operator.Pins(flag=self.operator_version, helm=self.helm)
+            return operator_contract.Pins(config=self.operator_version, helm=self.helm)
+        return operator_contract.Pins(flag=self.operator_version, helm=self.helm)
 
     @cached_property
-    def offline(self) -> operator.Offline:
+    def offline(self) -> operator_contract.Offline:
         """The contract in git (--from), read once per run: its notes are said once."""
         assert self.from_dir is not None
-        return operator.offline(self.from_dir, self.pins)
+        return operator_contract.offline(self.from_dir, self.pins)
 
     def where(self) -> str:
         """Where the nodes are read, for messages: `in DIR` or `in the cluster at HOST`."""
@@ -89,13 +90,13 @@ class NodeSource:
         """The driver resources in force: the manifests' with --from, else the cluster's."""
         if self.from_dir is not None:
             return self.offline.contract
-        return operator.live_contract(self.live.gateway, self.operator_version)
+        return operator_contract.live_contract(self.live.gateway, self.operator_version)
 
     def wants(self) -> Wants:
         """Every GPU node with the image the contract gives it (read the resources first: a broken
         resource is reported before any node is read)."""
         contract = self.contract()
-        found = operator.wants(contract, self.gpu_nodes(reads.for_contract(contract)))
+        found = operator_contract.wants(contract, self.gpu_nodes(reads.for_contract(contract)))
         if self.from_dir is not None and self.offline.problems:
             return replace(found, notes=(*self.offline.problems, *found.notes))
         return found

@@ -1,7 +1,7 @@
 """`gpudrv apply --from DIR`: drive each node to its desired driver, one GPU Operator state at a time.
 
 The gates, the budgets and the final audit are here; the upgrade itself is core/executor.py's
-(its state machine, over adapters/fleet.py's Fleet). An API server that goes away for a while
+(its state machine, over adapters/cluster/fleet.py's Fleet). An API server that goes away for a while
 (restarted, etcd stalled) is waited for (kube.Gateway.patience).
 """
 
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters import kube
-from reconciler.adapters import operator as operator_files
-from reconciler.adapters.fleet import Fleet, SystemHost, run_owner
+from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
+from reconciler.adapters.files import operator_contract
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
 from reconciler.core import audit, diff, executor, upgrade
@@ -71,7 +71,7 @@ def run(settings: Settings, options: kube.Options, record: up.Record | None = No
 def _refuse_operator_resources(from_dir: Path) -> None:
     """The lab's apply drives the state label itself; where the GPU Operator's driver resources are
     declared, its own upgrade controller owns that label, and two controllers must never share it."""
-    resources = operator_files.load_resources(from_dir)
+    resources = operator_contract.load_resources(from_dir)
     if resources:
         first = resources[0]
         raise GpudrvError(
@@ -85,7 +85,7 @@ def _refuse_operator_resources(from_dir: Path) -> None:
 def _refuse_beside_operator(fleet: Fleet) -> None:
     """Lab mode drives nvidia.com/gpu-driver-upgrade-state itself; where the GPU Operator runs, its
     upgrade controller owns that label (and removes it when auto-upgrade is off)."""
-    found = operator_files.operator_present(fleet.gateway)
+    found = operator_contract.operator_present(fleet.gateway)
     if found is not None:
         raise GpudrvError(
             f"lab mode refused: {found} in the cluster at {fleet.host}: the GPU Operator's upgrade "

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import cluster, github, kube, manifests, operator
+from reconciler.adapters import cluster, kube
+from reconciler.adapters.ci import github
+from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import reads
 from reconciler.core.diff import diff
@@ -20,11 +22,11 @@ def run(
     nodes, budgets = manifests.load_nodes(desired_dir), manifests.load_budget_specs(desired_dir)
     if selector is not None:  # like kubectl diff -l: the manifests selected by the labels they declare
         nodes = [node for node in nodes if selector.matches(node.labels)]
-    resources = operator.load_resources(desired_dir)
+    resources = operator_contract.load_resources(desired_dir)
     live = cluster.connect(options)
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
-    live_resources = operator.live_resources(live.gateway)
+    live_resources = operator_contract.live_resources(live.gateway)
     # Each live node keeps the labels a manifest declares, and those the selector reads.
     keys = reads.for_declared(nodes) | (selector.keys() if selector is not None else frozenset())
     live_nodes = live.nodes(labels=keys)

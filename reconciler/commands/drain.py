@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from reconciler.adapters import kube
-from reconciler.adapters.drainer import Drain, DrainTimeout
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.cluster.drainer import Drain, DrainTimeout
+from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
 from reconciler.core import budget

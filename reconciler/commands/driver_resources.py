@@ -13,7 +13,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from reconciler.adapters import kube, operator_fleet
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import operator_fleet
 from reconciler.core import field_owners
 from reconciler.core.field_owners import Difference, Owned
 from reconciler.core.operator import DriverResource

@@ -10,8 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from reconciler.adapters import files, github, manifests, workloads
-from reconciler.adapters import operator as operator_files
+from reconciler.adapters import files
+from reconciler.adapters.ci import github
+from reconciler.adapters.cluster import workloads
+from reconciler.adapters.files import manifests, operator_contract
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import cuda, operator, placement
@@ -86,7 +88,7 @@ def _as_upgraded(source: NodeSource, nodes: list[Node]) -> list[Node]:
     contract = source.contract()
     if contract.mode is Mode.LAB:
         return nodes
-    wanted = {want.node.name: want for want in operator_files.wants(contract, nodes).wants}
+    wanted = {want.node.name: want for want in operator_contract.wants(contract, nodes).wants}
     return [operator.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
 
 

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.adapters import contract_at, git, github, schemas
-from reconciler.adapters import operator as operator_files
+from reconciler.adapters import git
+from reconciler.adapters.ci import github
+from reconciler.adapters.files import operator_contract, schemas
+from reconciler.adapters.git import contract_at
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
@@ -72,6 +74,6 @@ def _whole_contract(
         rows_only = impact_wants(before, after, wants)
         return Impact(rows_only.added, rows_only.removed, rows_only.nodes, tuple(problems))
     nodes = [want.node for want in wants]
-    base_wants = operator_files.wants(earlier.contract, nodes).wants
+    base_wants = operator_contract.wants(earlier.contract, nodes).wants
     sides = Side(earlier.contract, base_wants, earlier.rule_from), Side(head.contract, wants, head.rule_from)
     return impact_sides(before, after, *sides, problems)

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler import __version__
-from reconciler.adapters import kube, scaffold, schemas
+from reconciler.adapters import kube
+from reconciler.adapters.files import scaffold, schemas
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
 from reconciler.core import matrix

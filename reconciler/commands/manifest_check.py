@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import github
-from reconciler.adapters.node_manifests import check
+from reconciler.adapters.ci import github
+from reconciler.adapters.files.node_manifests import check
 from reconciler.commands import ERROR, OK, Output
 from reconciler.render import document
 from reconciler.render import manifests as show

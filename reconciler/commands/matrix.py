@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import github, matrix_file, schemas
+from reconciler.adapters.ci import github
+from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.sources import read_matrix
 from reconciler.commands import ERROR, OK, Output
 from reconciler.core import matrix

@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.adapters import kube
-from reconciler.adapters import operator as operator_files
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.cluster.fleet import Fleet
+from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import require_gpu_nodes
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands import upgrades as up
@@ -36,12 +36,12 @@ def run(
     allow_empty: bool = False,
 ) -> int:
     desired = up.load_desired(from_dir, selector)
-    if not operator_files.load_resources(from_dir):  # lab mode: the declared GPU nodes are the plan's
+    if not operator_contract.load_resources(from_dir):  # lab mode: the declared GPU nodes are the plan's
         up.require_declared(desired, from_dir, selector, allow_empty)
     images = up.load_images(matrix_path, merged_ref)
     fleet = up.connect(options)
-    version = operator_version or operator_files.live_operator_version(fleet.gateway)
-    contract = operator_files.offline_contract(from_dir, version)
+    version = operator_version or operator_contract.live_operator_version(fleet.gateway)
+    contract = operator_contract.offline_contract(from_dir, version)
     if contract.mode is not Mode.LAB:
         return _operator_plan(
             fleet, contract, images, force, output, selector=selector, allow_empty=allow_empty
@@ -69,7 +69,7 @@ def _operator_plan(
     """The resources in git applied to the live nodes' facts (kernel, OS, the driver they run)."""
     live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
     require_gpu_nodes(len(live), f"in the cluster at {fleet.host}", selector, allow_empty)
-    found = operator_files.wants(contract, live)
+    found = operator_contract.wants(contract, live)
     moving = [
         w.node.name
         for w in found.wants

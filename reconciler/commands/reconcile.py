@@ -33,16 +33,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from reconciler.adapters import access as access_api
-from reconciler.adapters import config, git, kube, operator
-from reconciler.adapters.apply_process import INTERRUPTED, ApplyProcess
-from reconciler.adapters.cluster import Cluster
-from reconciler.adapters.events import EventSink, NodeEvent
-from reconciler.adapters.git_sync import Fetched, GitSync, Source
-from reconciler.adapters.lease import Elector, LeaseLock
-from reconciler.adapters.metrics import Metrics, Server
+from reconciler.adapters import git, kube
+from reconciler.adapters.cluster import Cluster, reviews
+from reconciler.adapters.cluster.events import EventSink, NodeEvent
+from reconciler.adapters.cluster.lease import Elector, LeaseLock
+from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed, NodeWatch
+from reconciler.adapters.files import config, operator_contract
+from reconciler.adapters.git.sync import Fetched, GitSync, Source
+from reconciler.adapters.serving.apply_process import INTERRUPTED, ApplyProcess
+from reconciler.adapters.serving.metrics import Metrics, Server
 from reconciler.adapters.sources import valid_matrix
-from reconciler.adapters.watch import Changed, Deleted, Listed, NodeWatch
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import access
 from reconciler.core.audit import Status, audit_wants
@@ -392,7 +392,7 @@ class Reconciler:
     def _read_contract(self, snapshot: Snapshot) -> Contract | None:
         """The driver contract in force, read again at every full audit; on failure the last one."""
         try:
-            self.contract = operator.live_contract(self.gateway, snapshot.operator_version)
+            self.contract = operator_contract.live_contract(self.gateway, snapshot.operator_version)
         except (GpudrvError, kube.ApiError, kube.Unreachable) as exc:
             self.metrics.audit_errors.inc()
             retry = min(self.settings.resync, 10.0)
@@ -562,9 +562,9 @@ class Reconciler:
 # --- check access ------------------------------------------------------------------------------------
 
 
-def check(gateway: kube.Gateway, settings: Settings) -> access_api.Report:
+def check(gateway: kube.Gateway, settings: Settings) -> reviews.Report:
     needs = access.needs(settings.lease_namespace, settings.lease_name, settings.apply is not None)
-    return access_api.report(gateway, needs, access.excess(settings.apply is not None))
+    return reviews.report(gateway, needs, access.excess(settings.apply is not None))
 
 
 def check_access(settings: Settings, options: kube.Options, output: Output) -> int:
@@ -584,8 +584,8 @@ def once(settings: Settings, options: kube.Options) -> int:
     git.check_out(checkout, commit)
     snapshot = load_snapshot(checkout, commit, settings)
     gateway = kube.connect(options)
-    contract = operator.live_contract(gateway, snapshot.operator_version)
-    result = audit_wants(operator.wants(contract, Cluster(gateway).gpu_nodes()), snapshot.tags)
+    contract = operator_contract.live_contract(gateway, snapshot.operator_version)
+    result = audit_wants(operator_contract.wants(contract, Cluster(gateway).gpu_nodes()), snapshot.tags)
     sink = EventSink(gateway, settings.event_refresh).start()
     where = f"{snapshot.matrix} at {commit[:12]}"
     for finding in result.findings:

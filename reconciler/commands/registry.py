@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import github, matrix_file, registry, schemas
+from reconciler.adapters.ci import github
+from reconciler.adapters.files import matrix_file, schemas
+from reconciler.adapters.registry import oci
 from reconciler.adapters.sources import NodeSource, read_matrix, require_valid
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import registry as oci
+from reconciler.core import registry
 from reconciler.core.audit import audit_wants
 from reconciler.errors import GpudrvError
 from reconciler.render import audit as audit_show
@@ -20,15 +22,15 @@ from reconciler.render import document
 from reconciler.render import registry as show
 
 
-def repository(text: str | None, config_file: Path | None = None) -> oci.Repository:
+def repository(text: str | None, config_file: Path | None = None) -> registry.Repository:
     """The repository to check: --registry, else gpudrv.yaml's registry."""
     if not text:
         raise GpudrvError(
-            "no registry to check: give --registry REPO (like registry.example.com/nvidia/driver) or set "
+            "no registry to check: give --registry REPO (like oci.example.com/nvidia/driver) or set "
             "registry: in gpudrv.yaml"
         )
     try:
-        return oci.parse_repository(text)
+        return registry.parse_repository(text)
     except ValueError as exc:
         where = f"{config_file}: registry: " if config_file else "--registry: "
         raise GpudrvError(where + str(exc)) from None
@@ -36,19 +38,19 @@ def repository(text: str | None, config_file: Path | None = None) -> oci.Reposit
 
 def verify(
     matrix_path: Path,
-    repo: oci.Repository,
+    repo: registry.Repository,
     *,
     list_tags: bool = False,
     write: bool = False,
     output: Output = Output.TEXT,
-    concurrency: int = registry.CONCURRENCY,
+    concurrency: int = oci.CONCURRENCY,
 ) -> int:
     _, parsed = read_matrix(matrix_path)
     parsed = require_valid(matrix_path, parsed)
-    with registry.connect(repo, concurrency) as client:
+    with oci.connect(repo, concurrency) as client:
         exists = client.exists_all([row.key.tag for row in parsed.rows])
         listed = client.tags() if list_tags or write else None
-    result = oci.verify(repo, parsed, exists, listed, schemas.load("matrix-row"))
+    result = registry.verify(repo, parsed, exists, listed, schemas.load("matrix-row"))
     added = matrix_file.append(matrix_path, result.rows_to_add()) if write and result.rows_to_add() else []
     if output is Output.GITHUB:
         github.publish(
@@ -64,13 +66,13 @@ def verify(
 
 
 def audit(
-    source: NodeSource, repo: oci.Repository, output: Output, concurrency: int = registry.CONCURRENCY
+    source: NodeSource, repo: registry.Repository, output: Output, concurrency: int = oci.CONCURRENCY
 ) -> int:
     """The fleet's audit with the registry's tags in place of the matrix: the same findings."""
     found = source.wants()
     source.require(len(found.wants))
-    tags = oci.wanted_tags(want.tag for want in found.wants)
-    with registry.connect(repo, concurrency) as client:
+    tags = registry.wanted_tags(want.tag for want in found.wants)
+    with oci.connect(repo, concurrency) as client:
         exists = client.exists_all(tags)
     present = frozenset(tag for tag, there in exists.items() if there)
     result = show.with_references(audit_wants(found, present), repo)

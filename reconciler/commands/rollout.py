@@ -16,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.adapters import kube, operator_fleet
-from reconciler.adapters import operator as operator_files
-from reconciler.adapters import watch as node_watch
-from reconciler.adapters.cluster import label_selector
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import label_selector, node_watch, operator_fleet
+from reconciler.adapters.cluster.fleet import Fleet
+from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK, driver_resources
 from reconciler.commands import upgrades as up
@@ -62,19 +61,19 @@ class Settings:
 
 def wanted(from_dir: Path) -> bool:
     """Does DIR declare the GPU Operator's driver resources (operator mode)?"""
-    return bool(operator_files.load_resources(from_dir))
+    return bool(operator_contract.load_resources(from_dir))
 
 
 def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
     """The staged rollout; `record` (-o json, yaml, github) gets the outcome of each node it moves."""
     record = record or up.Record()
-    declared = operator_files.load_resources(settings.from_dir)
+    declared = operator_contract.load_resources(settings.from_dir)
     images = up.load_images(settings.matrix, settings.merged_ref)
     fleet = up.connect(options)
     if settings.release:
         return _release_all(fleet, settings, record)
-    version = settings.operator_version or operator_files.live_operator_version(fleet.gateway)
-    contract = operator_files.offline_contract(settings.from_dir, version)
+    version = settings.operator_version or operator_contract.live_operator_version(fleet.gateway)
+    contract = operator_contract.offline_contract(settings.from_dir, version)
     record.mode = str(contract.mode)
     rules = _policy(fleet, contract)
     rollout = Rollout(fleet, contract, images, rules, settings, declared=declared, record=record)
@@ -150,7 +149,9 @@ def _policy(fleet: Fleet, contract: Contract) -> supervise.Policy:
     policies = [item for item in contract.resources if item.kind is Kind.CLUSTER_POLICY]
     if not policies:
         policies = [
-            item for item in operator_files.live_resources(fleet.gateway) if item.kind is Kind.CLUSTER_POLICY
+            item
+            for item in operator_contract.live_resources(fleet.gateway)
+            if item.kind is Kind.CLUSTER_POLICY
         ]
     if not policies:
         raise GpudrvError("no ClusterPolicy in DIR or in the cluster: the operator has no upgrade policy")
@@ -232,7 +233,7 @@ class Rollout:
         """One consistent look at every GPU node the desired resources select."""
         gateway = self.fleet.gateway
         live = self.fleet.gpu_nodes(self.settings.selector)
-        found = operator_files.wants(self.contract, [item.node for item in live])
+        found = operator_contract.wants(self.contract, [item.node for item in live])
         by_name = {item.node.name: item for item in live}
         drivers = operator_fleet.driver_pods(gateway, self.contract.mode)
         validators = operator_fleet.validator_pods(gateway)
@@ -431,7 +432,7 @@ class Rollout:
 
     def final_audit(self) -> int:
         live = [item.node for item in self.fleet.gpu_nodes(self.settings.selector)]
-        found = operator_files.wants(self.contract, live)
+        found = operator_contract.wants(self.contract, live)
         result = audit.audit_wants(found, self.images.working)
         self.record.audit = result
         print("audit: " + ("OK" if result.ok else "; ".join(f.line() for f in result.findings)))

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from reconciler.adapters import declared_nodes, manifests, operator
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters.cluster.fleet import Fleet
+from reconciler.adapters.files import declared_nodes, manifests, operator_contract
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
 from reconciler.core import audit, budget, reads, rollout, supervise, tags, upgrade
@@ -33,7 +33,9 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(live))
     budgets = fleet.budgets() if live else []
-    wants = {want.node.name: want for want in operator.wants(contract, [node.node for node in live]).wants}
+    wants = {
+        want.node.name: want for want in operator_contract.wants(contract, [node.node for node in live]).wants
+    }
     # One pod list for every node a budget may hold, not a request per node.
     held = [node.name for node in live if _drain_ahead(node, desired.get(node.name))]
     pods = fleet.pods_on_nodes(held)
@@ -115,14 +117,14 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     if output is Output.HTML:
         live = sorted(_report_nodes(source), key=lambda node: node.name)
         source.require(len(live))
-        found = operator.wants(contract, [n.node for n in live])
+        found = operator_contract.wants(contract, [n.node for n in live])
         return fleet_page.run(
             matrix_path, parsed, found, nodes=live, reasons=_holds(source, live), source=source
         )
     # Text and JSON need the labels alone: one list, each node keeping what the contract reads.
     nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(nodes))
-    found = operator.wants(contract, nodes)
+    found = operator_contract.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
     per_node = [

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from reconciler.adapters import git, github, kube, manifests, schemas
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters import git, kube
+from reconciler.adapters.ci import github
+from reconciler.adapters.cluster.fleet import Fleet
+from reconciler.adapters.files import manifests, schemas
 from reconciler.adapters.sources import require_gpu_nodes, valid_matrix
 from reconciler.commands import OK, Output
 from reconciler.core import budget, matrix, reads, upgrade

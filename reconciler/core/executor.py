@@ -7,7 +7,7 @@ the node has moved on: a run killed at any moment never writes a step twice. Evi
 record (an evicted pod is gone).
 
 Decisions are plain functions (which nodes next, whether a lease is free, what a failure leaves
-behind); every read and write goes through `UpgradeFleet` (adapters/fleet.py's Fleet on a cluster, an
+behind); every read and write goes through `UpgradeFleet` (adapters/cluster/fleet.py's Fleet on a cluster, an
 in-memory fleet in tests/unit/test_executor.py) and every clock and wait through `Host`.
 """
 

@@ -2,7 +2,7 @@
 default NVIDIADriver, from the user's values and the chart version, without Helm.
 
 The chart is data (reconciler/data/gpu-operator-chart.json, parsed by `parse_charts`; the adapter
-`reconciler.adapters.helm_chart` loads it): per chart version its values.yaml defaults and its
+`reconciler.adapters.helm.chart_data` loads it): per chart version its values.yaml defaults and its
 templates' driver fields, each with its template file:line. `render` plays those templates the way
 Helm v3.22.0 does (reconciler/core/helm_values.py has the value semantics): the `if` guards, `quote`,
 `default` (which takes 0 and false for empty), the unquoted text of a value read again as YAML (so

@@ -1,6 +1,6 @@
 """Where a GitOps repository keeps the GPU Operator's Helm values, and in which order they win.
 
-Pure: documents and values come in as plain data, the adapter (adapters/helm_fleet.py) reads files.
+Pure: documents and values come in as plain data, the adapter (adapters/helm/installs.py) reads files.
 Sources (docs/helm.md quotes them with file:line):
 - Flux helm-controller: valuesFrom in the order given, later over earlier, then spec.values over
   those; a reference with targetPath is set last, over everything, inline values included

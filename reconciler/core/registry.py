@@ -1,7 +1,7 @@
 """The OCI registry a support matrix stands for: repository names, the protocol's headers, and the
 comparison of matrix rows with the tags the registry has.
 
-Pure: adapters/registry.py does the HTTP (the OCI distribution API) and hands the answers here.
+Pure: adapters/registry/oci.py does the HTTP (the OCI distribution API) and hands the answers here.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from reconciler.core.audit import AuditResult, Finding, Status
 from reconciler.core.operator import DriverResource, FleetNote, Mode
 from reconciler.render import document

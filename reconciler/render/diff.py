@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, ResourceDrift, State
 from reconciler.render import document
 

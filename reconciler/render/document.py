@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters import github
-from reconciler.adapters.yaml_out import yaml_text
+from reconciler.adapters.ci import github
+from reconciler.adapters.files.yaml_out import yaml_text
 
 FORMS = ("json", "yaml")
 

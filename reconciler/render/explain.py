@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from reconciler.core import cuda
 from reconciler.core.explain import Report
 from reconciler.render import document

@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from reconciler.adapters import actions_guard
+from reconciler.adapters.ci import actions_guard
 from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from reconciler.core.impact import Impact, NodeImpact
 from reconciler.core.tags import ImageKey
 from reconciler.render import document

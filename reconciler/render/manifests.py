@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters import github
-from reconciler.adapters.node_manifests import Report
+from reconciler.adapters.ci import github
+from reconciler.adapters.files.node_manifests import Report
 from reconciler.render import document
 
 

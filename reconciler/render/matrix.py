@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from reconciler.core import matrix
 from reconciler.core.tags import ImageKey
 from reconciler.render import document

@@ -11,8 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import github
-from reconciler.adapters.matrix_file import Appended
+from reconciler.adapters.ci import github
+from reconciler.adapters.files.matrix_file import Appended
 from reconciler.core.audit import AuditResult, Finding, Status
 from reconciler.core.operator import Mode
 from reconciler.core.registry import Repository, Verification

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from tests.conftest import run_main
 
 LAB = "clusters/lab"

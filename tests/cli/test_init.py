@@ -11,7 +11,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from reconciler import __version__
-from reconciler.adapters import scaffold
+from reconciler.adapters.files import scaffold
 from tests.conftest import REPO, run_main
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

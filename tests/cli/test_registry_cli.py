@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters import schemas
+from reconciler.adapters.files import schemas
 from reconciler.core import matrix
 from reconciler.core import registry as oci
 from reconciler.render import registry as show

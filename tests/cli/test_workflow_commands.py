@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler import cli
-from reconciler.adapters import actions_guard
+from reconciler.adapters.ci import actions_guard
 from tests.conftest import REPO, run_gpudrv
 
 BOUNDED = settings(max_examples=40, deadline=None, database=None)

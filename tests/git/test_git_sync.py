@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import git
-from reconciler.adapters.git_sync import Credentials, Fetched, GitSync, Source
+from reconciler.adapters.git.sync import Credentials, Fetched, GitSync, Source
 from reconciler.commands.reconcile import Settings, load_snapshot
 from reconciler.errors import GpudrvError
 from tests.git.conftest import Script

@@ -29,15 +29,15 @@ from typing import Any
 import pytest
 import yaml
 
-from reconciler.adapters import helm_chart as chart_files
-from reconciler.adapters import yaml_load
+from reconciler.adapters.files import yaml_load
+from reconciler.adapters.helm import chart_data
 from reconciler.core import helm_chart
 
 pytestmark = pytest.mark.helm
 
 REPO = Path(__file__).resolve().parents[2]
 OPERATOR_MODULE = "github.com/NVIDIA/gpu-operator"
-CHARTS = chart_files.charts()
+CHARTS = chart_data.charts()
 # The counts the report gives; printed by the summary test.
 COMPARED: dict[str, int] = {}
 
@@ -80,7 +80,7 @@ def chart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def chart_data() -> helm_chart.Chart:
+def modeled_chart() -> helm_chart.Chart:
     chart, note = helm_chart.pick(CHARTS, "v25.3.4")
     assert note is None and chart.version == "25.3.4"
     return chart
@@ -121,7 +121,7 @@ def one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any] | None:
 
 def gpudrv_side(texts: list[str]) -> helm_chart.Rendered:
     layers = [next(yaml_load.documents(t, (1, 1)), None) or {} for t in texts]
-    return chart_files.render(helm_chart.merge(*layers), "v25.3.4")
+    return chart_data.render(helm_chart.merge(*layers), "v25.3.4")
 
 
 # --------------------------------------------------------------------------
@@ -254,7 +254,7 @@ def rendered(
 
 @pytest.mark.parametrize("name", list(CORPUS))
 def test_gpudrv_renders_what_helm_renders(
-    name: str, rendered: dict[str, tuple[list[dict[str, Any]], str]], chart_data: helm_chart.Chart
+    name: str, rendered: dict[str, tuple[list[dict[str, Any]], str]], modeled_chart: helm_chart.Chart
 ) -> None:
     docs, error = rendered[name]
     ours = gpudrv_side(CORPUS[name])
@@ -269,8 +269,8 @@ def test_gpudrv_renders_what_helm_renders(
     assert not any(p.startswith("helm template fails") for p in ours.problems), ours.problems
     count, diffs = 0, []
     for kind, doc, keys in (
-        ("ClusterPolicy", ours.cluster_policy, modeled_keys(chart_data.cluster_policy["spec"])),
-        ("NVIDIADriver", ours.nvidia_driver, modeled_keys(chart_data.nvidia_driver["spec"])),
+        ("ClusterPolicy", ours.cluster_policy, modeled_keys(modeled_chart.cluster_policy["spec"])),
+        ("NVIDIADriver", ours.nvidia_driver, modeled_keys(modeled_chart.nvidia_driver["spec"])),
     ):
         n, d = compare_document(name, kind, one(docs, kind), doc, keys)
         count, diffs = count + n, diffs + d
@@ -289,14 +289,14 @@ def test_the_corpus_is_what_the_report_says() -> None:
 # --------------------------------------------------------------------------
 
 
-def test_values_defaults_and_their_lines(chart_dir: Path, chart_data: helm_chart.Chart) -> None:
+def test_values_defaults_and_their_lines(chart_dir: Path, modeled_chart: helm_chart.Chart) -> None:
     lines = (chart_dir / "values.yaml").read_text().splitlines()
     values = yaml.safe_load("\n".join(lines))
-    for path, line in chart_data.default_lines.items():
+    for path, line in modeled_chart.default_lines.items():
         key = path.rsplit(".", 1)[-1]
         assert re.match(rf"^\s*{re.escape(key)}:", lines[line - 1]), (path, line, lines[line - 1])
         theirs: Any = values
-        ours: Any = chart_data.defaults
+        ours: Any = modeled_chart.defaults
         for segment in path.split("."):
             theirs, ours = theirs[segment], ours[segment]
         if not isinstance(ours, Mapping):
@@ -316,8 +316,8 @@ def _condition_paths(cond: Any) -> list[str]:
 
 
 @pytest.mark.parametrize("document", ["cluster_policy", "nvidia_driver"])
-def test_template_and_crd_lines(chart_dir: Path, chart_data: helm_chart.Chart, document: str) -> None:
-    doc = chart_data.cluster_policy if document == "cluster_policy" else chart_data.nvidia_driver
+def test_template_and_crd_lines(chart_dir: Path, modeled_chart: helm_chart.Chart, document: str) -> None:
+    doc = modeled_chart.cluster_policy if document == "cluster_policy" else modeled_chart.nvidia_driver
     template = (chart_dir / doc["template"]).read_text().splitlines()
     crd = (chart_dir / doc["crd"]).read_text().splitlines()
     assert f"name: {doc['name']}" in template[doc["name_line"] - 1]

@@ -27,7 +27,7 @@ from types import FrameType
 
 import pytest
 
-from reconciler.adapters import actions_guard
+from reconciler.adapters.ci import actions_guard
 from tests.conftest import gpudrv_command, gpudrv_env, run_main
 from tests.hostile.corpus import VALIDATORS, Case, Workspace, cases, lab
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters import registry as registry_adapter
+from reconciler.adapters.registry import oci
 from tests.conftest import run_gpudrv, run_main
 from tests.registry.harness import USER, Registry
 
@@ -127,7 +127,7 @@ def test_list_tags_pages_and_write_appends(
 ) -> None:
     extra = ["570-6.8.0-60-generic-ubuntu24.04", "535-6.8.0-60-generic-ubuntu24.04"]
     registry.push([*ROWS.values(), *extra, "latest", "550.90.07-ubuntu22.04"])
-    monkeypatch.setattr(registry_adapter, "PAGE_SIZE", 2)  # 7 tags: four pages, linked by Link headers
+    monkeypatch.setattr(oci, "PAGE_SIZE", 2)  # 7 tags: four pages, linked by Link headers
     result = verify(registry, workdir, "--list-tags")
     assert (result.returncode, result.stderr) == (0, "")
     assert result.stdout.splitlines() == [

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import actions_guard, github
-from reconciler.adapters.actions_guard import Guard
+from reconciler.adapters.ci import actions_guard, github
+from reconciler.adapters.ci.actions_guard import Guard
 
 BOUNDED = settings(max_examples=200, deadline=None, database=None)
 # Pieces that make workflow commands, line breaks the runner knows and blanks it trims, and plain text.
@@ -176,7 +176,7 @@ def test_property_json_text_is_the_same_json_without_commands(value: object) -> 
 def test_property_yaml_text_is_the_same_data_without_commands(value: object) -> None:
     from ruamel.yaml import YAML
 
-    from reconciler.adapters.yaml_out import yaml_text
+    from reconciler.adapters.files.yaml_out import yaml_text
 
     document = {"value": value, untrusted_key(value): value}
     text = yaml_text(document)

@@ -1,4 +1,4 @@
-"""The compiled shape check (api_shapes.Shape.holds) never passes a document jsonschema rejects.
+"""The compiled shape check (shapes.Shape.holds) never passes a document jsonschema rejects.
 
 Each item of a 10,000-node list is checked, so the check is plain Python; jsonschema stays the
 authority for every document the compiled check does not pass. Random mutations of a document of
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import api_shapes
-from reconciler.adapters.api_shapes import BUDGET, CUSTOM, DEPLOYMENT, NODE, POD, Shape
+from reconciler.adapters.kube import shapes
+from reconciler.adapters.kube.shapes import BUDGET, CUSTOM, DEPLOYMENT, NODE, POD, Shape
 
 _VALUES: list[Any] = [None, 0, 1, 1.0, 2.5, True, False, "", "x", [], [1], ["a"], {}, {"a": 1}, {"a": "b"}]
 
@@ -112,15 +112,15 @@ def test_the_compiled_check_never_passes_what_jsonschema_refuses(name: str) -> N
             assert valid, mutated
         refused += not valid
         # problem() agrees with jsonschema whichever way the compiled check went.
-        assert (api_shapes.problem(shape, mutated) is None) == valid
+        assert (shapes.problem(shape, mutated) is None) == valid
     assert refused > 100  # the mutations do reach the checked fields
 
 
 def test_a_schema_keyword_the_compiler_does_not_know_leaves_the_decision_to_jsonschema() -> None:
     shape = Shape("Thing", {"properties": {"size": {"type": "integer", "maximum": 3}}})
     assert not shape.holds({"size": 2})
-    assert api_shapes.problem(shape, {"size": 2}) is None
-    assert api_shapes.problem(shape, {"size": 5}) is not None
+    assert shapes.problem(shape, {"size": 2}) is None
+    assert shapes.problem(shape, {"size": 5}) is not None
 
 
 def test_integers_are_not_booleans_and_booleans_are_not_integers() -> None:
@@ -130,4 +130,4 @@ def test_integers_are_not_booleans_and_booleans_are_not_integers() -> None:
     assert shape.holds({"count": 3, "on": False})
     assert not shape.holds({"count": True})
     assert not shape.holds({"on": 1})
-    assert api_shapes.problem(shape, {"count": True}) is not None
+    assert shapes.problem(shape, {"count": True}) is not None

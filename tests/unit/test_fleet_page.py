@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from reconciler.adapters.actions_guard import Guard
+from reconciler.adapters.ci.actions_guard import Guard
 from reconciler.core import fleet_page as data
 from reconciler.core import upgrade
 from reconciler.core.fleet_page import NO_STATE, Change, NodeState, Phase

@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from reconciler.adapters import operator as operator_files
+from reconciler.adapters.files import operator_contract
 from reconciler.core import access, election
 from reconciler.core.audit import Status
 from reconciler.core.election import Record, Step, Timing
@@ -15,7 +15,7 @@ from reconciler.core.operator import Contract, Mode, contract, resource
 from reconciler.core.tags import KERNEL, UPGRADE_STATE, Node
 from tests.unit.test_operator import nvd
 
-RULE = operator_files.rules().newest
+RULE = operator_contract.rules().newest
 LAB = Contract(Mode.LAB, RULE)
 LAB_LABELS = {
     "nvidia.com/gpu.present": "true",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reconciler import cli
-from reconciler.adapters import github
+from reconciler.adapters.ci import github
 from reconciler.core import matrix, node_schema, tags
 from reconciler.errors import GpudrvError
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import helm_chart as chart_files
+from reconciler.adapters.helm import chart_data
 from reconciler.core import helm_chart, helm_values
 from reconciler.core.helm_chart import merge, render
 
-CHARTS = chart_files.charts()
+CHARTS = chart_data.charts()
 
 
 def driver(rendered: helm_chart.Rendered) -> dict[str, Any]:
@@ -385,7 +385,7 @@ def test_parse_charts_refuses_bad_data() -> None:
         helm_chart.parse_charts({"charts": []})
     with pytest.raises(helm_chart.ChartDataError, match=r"charts\[0\].version"):
         helm_chart.parse_charts({"charts": [{"version": "x", "source": "s"}]})
-    raw = json.loads(chart_files.CHART_FILE.read_text())["charts"][0]
+    raw = json.loads(chart_data.CHART_FILE.read_text())["charts"][0]
     with pytest.raises(helm_chart.ChartDataError, match=r"charts\[0\].same_content"):
         helm_chart.parse_charts({"charts": [{**raw, "same_content": ["26.3"]}]})
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import jsonstream
-from reconciler.adapters.jsonstream import ListStream, StreamError
+from reconciler.adapters.kube import jsonstream
+from reconciler.adapters.kube.jsonstream import ListStream, StreamError
 
 
 def cut(data: bytes, *sizes: int) -> Iterator[bytes]:

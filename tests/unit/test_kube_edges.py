@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 
-from reconciler.adapters import api_shapes, fleet, kube
-from reconciler.adapters.fleet import Fleet
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import fleet
+from reconciler.adapters.cluster.fleet import Fleet
+from reconciler.adapters.kube import shapes
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode
 from reconciler.errors import GpudrvError
@@ -71,14 +73,14 @@ def test_a_list_of_too_many_pages_is_an_error(monkeypatch: pytest.MonkeyPatch) -
 )
 def test_a_list_of_the_wrong_shape_names_the_server_and_the_field(document: object, message: str) -> None:
     with pytest.raises(GpudrvError) as caught:
-        list(gateway().pages(lambda token: answer(document), api_shapes.NODE))
+        list(gateway().pages(lambda token: answer(document), shapes.NODE))
     assert str(caught.value).startswith(f"the cluster at {HOST} ")
     assert message in str(caught.value)
 
 
 def test_null_fields_are_absent_as_the_api_server_reads_them() -> None:
     document = {"items": [{"metadata": {"name": "n", "labels": None, "annotations": None}, "spec": None}]}
-    (item,) = gateway().items(lambda: answer(document), api_shapes.NODE)
+    (item,) = gateway().items(lambda: answer(document), shapes.NODE)
     assert kube.live_node(item) == LiveNode(Node("n", {}))
 
 

@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import api_shapes, files, github, jsonstream, kube, manifests
-from reconciler.adapters import operator as operator_files
+from reconciler.adapters import files, kube
+from reconciler.adapters.ci import github
+from reconciler.adapters.files import manifests, operator_contract
+from reconciler.adapters.kube import jsonstream, shapes
 from reconciler.core import fleet_page, history, os_tags, selectors
 from reconciler.core.selectors import Requirement
 from reconciler.errors import GpudrvError
@@ -59,7 +61,7 @@ def test_a_list_read_whole_of_the_right_shape_and_an_object_pass() -> None:
 def test_events_of_the_wrong_shape_are_one_error() -> None:
     document = {"items": [{"metadata": {"name": "e"}, "involvedObject": "node-1"}], "metadata": {}}
     with pytest.raises(GpudrvError, match=r"sent an Event list .*items\[0\]\.involvedObject is the string"):
-        list(gateway().items(lambda: answer(json.dumps(document).encode()), api_shapes.EVENT))
+        list(gateway().items(lambda: answer(json.dumps(document).encode()), shapes.EVENT))
 
 
 # --- numbers longer than int() reads --------------------------------------------------------------------
@@ -95,7 +97,7 @@ def test_natural_order_with_numbers_of_any_length() -> None:
 
 
 def test_an_os_major_or_a_release_of_5000_digits() -> None:
-    rule = operator_files.rules().for_version("v26.3.1")
+    rule = operator_contract.rules().for_version("v26.3.1")
     with pytest.raises(os_tags.RuleError, match=r"VERSION_ID major '9999.*' is out of range"):
         rule.os_tag("rhel", LONG + ".4")
     assert rule.os_tag("rhel", "9223372036854775807.4") == "rhel9223372036854775807"

@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters import manifests
+from reconciler.adapters.files import manifests
 from reconciler.errors import GpudrvError
 
 NODE = """apiVersion: v1

@@ -8,7 +8,7 @@ import sys
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import schemas
+from reconciler.adapters.files import schemas
 from reconciler.core import matrix
 
 SCHEMA = schemas.load("matrix-row")
@@ -33,7 +33,7 @@ def test_quick_and_thorough_agree(rows: list[tuple[str, str, str]]) -> None:
 
 def test_a_valid_matrix_is_read_without_jsonschema() -> None:
     code = (
-        "import sys; from reconciler.adapters import schemas; from reconciler.core import matrix; "
+        "import sys; from reconciler.adapters.files import schemas; from reconciler.core import matrix; "
         "m = matrix.parse('driver_branch,kernel,os_tag\\n550,5.15.0-119-generic,ubuntu22.04\\n', "
         "schemas.load('matrix-row')); assert m.ok; print('jsonschema' in sys.modules)"
     )

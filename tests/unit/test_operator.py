@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters import operator as operator_files
+from reconciler.adapters.files import operator_contract
 from reconciler.core import operator, tags
 from reconciler.core.operator import Contract, ContractError, Kind, Mode, ResourceError
 from reconciler.core.tags import Node
 
-RULES = operator_files.rules()
+RULES = operator_contract.rules()
 NEWEST = RULES.newest
 UBUNTU = ("ubuntu", "22.04", "5.15.0-119-generic")
 RHEL = ("rhel", "9.4", "5.14.0-427.13.1.el9_4.x86_64")
@@ -46,7 +46,9 @@ def nvd(name: str, selector: dict[str, str] | None = None, **spec: Any) -> dict[
 def build(*documents: dict[str, Any], release: str | None = None) -> Contract:
     rule = RULES.for_version(release) if release else NEWEST
     parsed = [operator.resource(document) for document in documents]
-    return operator.contract(parsed, rule, None if release is None else operator_files.rule_for(release)[1])
+    return operator.contract(
+        parsed, rule, None if release is None else operator_contract.rule_for(release)[1]
+    )
 
 
 # --- reading resources ---------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from reconciler import cli
-from reconciler.adapters import manifests
+from reconciler.adapters.files import manifests
 from reconciler.commands import upgrades
 from reconciler.errors import GpudrvError
 

@@ -12,7 +12,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MantissaNoDotYAML1_1Warning
 from ruamel.yaml.resolver import implicit_resolvers
 
-from reconciler.adapters import manifests, positions
+from reconciler.adapters.files import manifests, positions
 from reconciler.commands import manifest_check
 from reconciler.core import node_schema
 from reconciler.errors import GpudrvError

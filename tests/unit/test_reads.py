@@ -13,8 +13,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import kube, manifests, workloads
-from reconciler.adapters import operator as operator_files
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import workloads
+from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands.explain import load_table
 from reconciler.core import audit, diff, operator, reads, rollout, tags, upgrade
 from reconciler.core.explain import explain
@@ -49,12 +50,12 @@ def pooled_contract() -> operator.Contract:
     """The NVIDIADriver fleet, its rhel driver also selecting on POOL_KEY."""
     resources = [
         replace(item, node_selector={**item.node_selector, POOL_KEY: "gpu-a"}) if item.node_selector else item
-        for item in operator_files.load_resources(FLEETS[2])
+        for item in operator_contract.load_resources(FLEETS[2])
     ]
-    return operator.contract(resources, operator_files.rule_for(None)[0])
+    return operator.contract(resources, operator_contract.rule_for(None)[0])
 
 
-CONTRACTS = [(fleet, operator_files.offline_contract(fleet, None)) for fleet in FLEETS]
+CONTRACTS = [(fleet, operator_contract.offline_contract(fleet, None)) for fleet in FLEETS]
 CONTRACTS.append((FLEETS[2], pooled_contract()))
 KEYS = sorted(
     label_keys_in_core()

@@ -17,8 +17,11 @@ from typing import Any
 import pytest
 from kubernetes.client.exceptions import ApiException
 
-from reconciler.adapters import events, git_sync, kube, lease, metrics, watch
-from reconciler.adapters.git_sync import Credentials, Source
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import events, lease, node_watch
+from reconciler.adapters.git import sync
+from reconciler.adapters.git.sync import Credentials, Source
+from reconciler.adapters.serving import metrics
 from reconciler.core.election import Record, Timing
 from reconciler.errors import GpudrvError
 
@@ -84,7 +87,7 @@ def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
     gateway.core = lambda: core  # type: ignore[method-assign]
     posted: queue.Queue[Any] = queue.Queue()
     restarts: list[str] = []
-    watcher = watch.NodeWatch(gateway, posted.put, restarts.append, streams=gateway).start()
+    watcher = node_watch.NodeWatch(gateway, posted.put, restarts.append, streams=gateway).start()
     seen = [posted.get(timeout=5) for _ in range(5)]
     watcher.stop()
     assert [type(item).__name__ for item in seen] == ["Listed", "Changed", "Changed", "Deleted", "Listed"]
@@ -100,14 +103,14 @@ def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
 
 def test_errors_back_off_and_the_watch_keeps_trying(monkeypatch: pytest.MonkeyPatch) -> None:
     delays: list[float] = []
-    monkeypatch.setattr(watch, "backoff", lambda failures, **_: delays.append(failures) or 0.0)
+    monkeypatch.setattr(node_watch, "backoff", lambda failures, **_: delays.append(failures) or 0.0)
     core = FakeCore([ApiException(status=500, reason="boom"), ApiException(status=503, reason="busy"),
                      listing("5", "a")])  # fmt: skip
     gateway = kube.Gateway(None, HOST)
     gateway.core = lambda: core  # type: ignore[method-assign]
     posted: queue.Queue[Any] = queue.Queue()
-    watcher = watch.NodeWatch(gateway, posted.put, streams=gateway).start()
-    assert isinstance(posted.get(timeout=5), watch.Listed)
+    watcher = node_watch.NodeWatch(gateway, posted.put, streams=gateway).start()
+    assert isinstance(posted.get(timeout=5), node_watch.Listed)
     watcher.stop()
     assert delays[:2] == [1, 2]
 
@@ -274,14 +277,14 @@ def test_a_token_is_a_header_for_that_host_only_never_in_argv_or_url(tmp_path: P
     token = tmp_path / "token"
     token.write_text("s3cret\n")
     source = Source("https://github.com/example/fleet.git", "main", Credentials(token_file=token))
-    env = git_sync.environment(source, tmp_path)
+    env = sync.environment(source, tmp_path)
     assert env["GIT_TERMINAL_PROMPT"] == "0"
     assert env["GIT_CONFIG_KEY_0"] == "http.https://github.com/.extraHeader"
     assert (
         env["GIT_CONFIG_VALUE_0"] == "Authorization: Basic eC1hY2Nlc3MtdG9rZW46czNjcmV0"
     )  # x-access-token:s3cret
     token.write_text("rotated")
-    assert "eC1hY2Nlc3MtdG9rZW46cm90YXRlZA==" in git_sync.environment(source, tmp_path)["GIT_CONFIG_VALUE_0"]
+    assert "eC1hY2Nlc3MtdG9rZW46cm90YXRlZA==" in sync.environment(source, tmp_path)["GIT_CONFIG_VALUE_0"]
 
 
 def test_an_ssh_key_is_copied_private_and_host_keys_are_checked(tmp_path: Path) -> None:
@@ -292,7 +295,7 @@ def test_an_ssh_key_is_copied_private_and_host_keys_are_checked(tmp_path: Path) 
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     creds = Credentials(ssh_key_file=key, known_hosts_file=hosts)
-    env = git_sync.environment(Source("git@github.com:example/fleet.git", "main", creds), private)
+    env = sync.environment(Source("git@github.com:example/fleet.git", "main", creds), private)
     assert (private / "ssh-key").read_text() == "KEY" and (
         private / "ssh-key"
     ).stat().st_mode & 0o777 == 0o600

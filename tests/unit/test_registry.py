@@ -9,10 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.adapters import registry as adapter
-from reconciler.adapters import schemas
-from reconciler.core import matrix
-from reconciler.core import registry as oci
+from reconciler.adapters.files import schemas
+from reconciler.adapters.registry import oci
+from reconciler.core import matrix, registry
 from reconciler.errors import GpudrvError
 
 
@@ -27,13 +26,13 @@ from reconciler.errors import GpudrvError
     ],
 )
 def test_repository(text: str, host: str, path: str) -> None:
-    repository = oci.parse_repository(text)
+    repository = registry.parse_repository(text)
     assert (repository.host, repository.path) == (host, path)
     assert repository.reference("x") == f"{host}/{path}:x"
 
 
 def test_docker_hub_api_host() -> None:
-    assert oci.parse_repository("docker.io/nvidia/driver").api_host == "registry-1.docker.io"
+    assert registry.parse_repository("docker.io/nvidia/driver").api_host == "registry-1.docker.io"
 
 
 @pytest.mark.parametrize(
@@ -51,11 +50,11 @@ def test_docker_hub_api_host() -> None:
 )
 def test_repository_refused(text: str, complaint: str) -> None:
     with pytest.raises(ValueError, match=complaint):
-        oci.parse_repository(text)
+        registry.parse_repository(text)
 
 
 def test_challenges() -> None:
-    [bearer] = oci.challenges(
+    [bearer] = registry.challenges(
         'Bearer realm="https://auth.example.com/token",service="registry.example.com",'
         'scope="repository:nvidia/driver:pull",error="invalid_token"'
     )
@@ -66,31 +65,31 @@ def test_challenges() -> None:
         "scope": "repository:nvidia/driver:pull",
         "error": "invalid_token",
     }
-    basic, token = oci.challenges('Basic realm="a, b \\"c\\"", Bearer realm="https://x/t" , service=reg')
+    basic, token = registry.challenges('Basic realm="a, b \\"c\\"", Bearer realm="https://x/t" , service=reg')
     assert (basic.scheme, basic.params) == ("basic", {"realm": 'a, b "c"'})
     assert (token.scheme, token.params) == ("bearer", {"realm": "https://x/t", "service": "reg"})
-    assert oci.challenges("") == []
-    assert [item.scheme for item in oci.challenges("Negotiate")] == ["negotiate"]
+    assert registry.challenges("") == []
+    assert [item.scheme for item in registry.challenges("Negotiate")] == ["negotiate"]
 
 
 def test_next_link() -> None:
-    assert oci.next_link('</v2/nvidia/driver/tags/list?last=b&n=2>; rel="next"') == (
+    assert registry.next_link('</v2/nvidia/driver/tags/list?last=b&n=2>; rel="next"') == (
         "/v2/nvidia/driver/tags/list?last=b&n=2"
     )
-    assert oci.next_link('<https://x/a>; rel="prev", <https://x/b>; rel=next') == "https://x/b"
-    assert oci.next_link('<https://x/a>; rel="prev"') is None
-    assert oci.next_link(None) is None
+    assert registry.next_link('<https://x/a>; rel="prev", <https://x/b>; rel=next') == "https://x/b"
+    assert registry.next_link('<https://x/a>; rel="prev"') is None
+    assert registry.next_link(None) is None
 
 
 def test_token_and_tags_answers() -> None:
-    assert oci.token_of({"token": "t", "access_token": "a"}) == "t"
-    assert oci.token_of({"access_token": "a"}) == "a"
-    assert oci.token_of({"token": ""}) is None
-    assert oci.token_of([]) is None
-    assert oci.tags_of({"name": "x", "tags": None}) == []
-    assert oci.tags_of({"tags": ["a", "b"]}) == ["a", "b"]
-    assert oci.tags_of({"tags": [1]}) is None
-    assert oci.tags_of("x") is None
+    assert registry.token_of({"token": "t", "access_token": "a"}) == "t"
+    assert registry.token_of({"access_token": "a"}) == "a"
+    assert registry.token_of({"token": ""}) is None
+    assert registry.token_of([]) is None
+    assert registry.tags_of({"name": "x", "tags": None}) == []
+    assert registry.tags_of({"tags": ["a", "b"]}) == ["a", "b"]
+    assert registry.tags_of({"tags": [1]}) is None
+    assert registry.tags_of("x") is None
 
 
 def test_verify_compares_rows_and_tags() -> None:
@@ -99,21 +98,21 @@ def test_verify_compares_rows_and_tags() -> None:
         "driver_branch,kernel,os_tag\n550,5.15.0-119-generic,ubuntu22.04\n535,5.15.0-107-generic,ubuntu22.04\n",
         row_schema,
     )
-    repository = oci.parse_repository("registry.example.com/nvidia/driver")
+    repository = registry.parse_repository("registry.example.com/nvidia/driver")
     exists = {"550-5.15.0-119-generic-ubuntu22.04": True, "535-5.15.0-107-generic-ubuntu22.04": False}
     listed = ["550-5.15.0-119-generic-ubuntu22.04", "570-6.8.0-45-generic-ubuntu24.04", "latest", "r550-x-y"]
-    result = oci.verify(repository, parsed, exists, listed, row_schema)
+    result = registry.verify(repository, parsed, exists, listed, row_schema)
     assert [row.line for row in result.missing] == [3]
     assert (result.checked, result.present, result.ok) == (2, 1, False)
     assert [extra.tag for extra in result.extra or ()] == ["570-6.8.0-45-generic-ubuntu24.04"]
     assert result.other_tags == 2
     assert [key.as_csv() for key in result.rows_to_add()] == ["570,6.8.0-45-generic,ubuntu24.04"]
-    assert oci.verify(repository, parsed, exists).extra is None
+    assert registry.verify(repository, parsed, exists).extra is None
 
 
 # --- credentials ---------------------------------------------------------------------------------
 
-REPOSITORY = oci.parse_repository("registry.example.com/nvidia/driver")
+REPOSITORY = registry.parse_repository("registry.example.com/nvidia/driver")
 
 
 def auth_file(tmp_path: Path, document: object) -> Path:
@@ -128,11 +127,11 @@ def encoded(pair: str) -> str:
 
 def test_credentials_from_auth_and_from_username_password(tmp_path: Path) -> None:
     path = auth_file(tmp_path, {"auths": {"https://registry.example.com/v1/": {"auth": encoded("u:p:w")}}})
-    creds = adapter.credentials(REPOSITORY, path)
+    creds = oci.credentials(REPOSITORY, path)
     assert creds is not None
     assert (creds.username, creds.password, creds.source) == ("u", "p:w", path)
     path = auth_file(tmp_path, {"auths": {"registry.example.com": {"username": "v", "password": "q"}}})
-    creds = adapter.credentials(REPOSITORY, path)
+    creds = oci.credentials(REPOSITORY, path)
     assert creds is not None
     assert (creds.username, creds.password) == ("v", "q")
     assert creds.basic() == "Basic " + encoded("v:q")
@@ -149,15 +148,15 @@ def test_the_most_specific_entry_wins(tmp_path: Path) -> None:
             }
         },
     )
-    creds = adapter.credentials(REPOSITORY, path)
+    creds = oci.credentials(REPOSITORY, path)
     assert creds is not None
     assert creds.username == "nvidia"
-    assert adapter.credentials(oci.parse_repository("registry.example.com/x"), path).username == "host"  # type: ignore[union-attr]
+    assert oci.credentials(registry.parse_repository("registry.example.com/x"), path).username == "host"  # type: ignore[union-attr]
 
 
 def test_no_entry_is_anonymous(tmp_path: Path) -> None:
-    assert adapter.credentials(REPOSITORY, auth_file(tmp_path, {"auths": {}})) is None
-    assert adapter.credentials(REPOSITORY, auth_file(tmp_path, {"credsStore": "desktop"})) is None
+    assert oci.credentials(REPOSITORY, auth_file(tmp_path, {"auths": {}})) is None
+    assert oci.credentials(REPOSITORY, auth_file(tmp_path, {"credsStore": "desktop"})) is None
 
 
 @pytest.mark.parametrize(
@@ -179,31 +178,31 @@ def test_no_entry_is_anonymous(tmp_path: Path) -> None:
 )
 def test_credentials_refused(tmp_path: Path, document: object, complaint: str) -> None:
     with pytest.raises(GpudrvError, match=complaint):
-        adapter.credentials(REPOSITORY, auth_file(tmp_path, document))
+        oci.credentials(REPOSITORY, auth_file(tmp_path, document))
 
 
 def test_auth_file_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
     monkeypatch.delenv("DOCKER_CONFIG", raising=False)
-    assert adapter.auth_file() is None
+    assert oci.auth_file() is None
     (tmp_path / ".docker").mkdir()
     (tmp_path / ".docker" / "config.json").write_text("{}")
-    assert adapter.auth_file() == tmp_path / ".docker" / "config.json"
+    assert oci.auth_file() == tmp_path / ".docker" / "config.json"
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "elsewhere"))
-    assert adapter.auth_file() is None
+    assert oci.auth_file() is None
     monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "missing.json"))
-    assert adapter.auth_file() == tmp_path / "missing.json"
+    assert oci.auth_file() == tmp_path / "missing.json"
     with pytest.raises(GpudrvError, match=r"missing\.json: no such file"):
-        adapter.credentials(REPOSITORY)
+        oci.credentials(REPOSITORY)
     monkeypatch.setenv("REGISTRY_AUTH_FILE", "")
     with pytest.raises(GpudrvError, match="empty path"):
-        adapter.auth_file()
+        oci.auth_file()
 
 
 def test_not_json_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "auth.json"
     path.write_text('{\n  "auths": {\n')
     with pytest.raises(GpudrvError) as caught:
-        adapter.credentials(REPOSITORY, path)
+        oci.credentials(REPOSITORY, path)
     assert (caught.value.file, caught.value.line) == (str(path), 3)

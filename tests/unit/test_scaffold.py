@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reconciler.adapters.operator import rules
+from reconciler.adapters.files.operator_contract import rules
 from reconciler.core import scaffold
 from reconciler.core.operator import Contract, DriverResource, Kind, Mode, Want
 from reconciler.core.tags import ImageKey, Node

@@ -12,7 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MantissaNoDotYAML1_1Warning
 
-from reconciler.adapters import manifests, yaml_load
+from reconciler.adapters.files import manifests, yaml_load
 from reconciler.errors import GpudrvError
 from tests.conftest import REPO
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import queue
 from typing import Any
 
-from reconciler.adapters import kube as gateway_module
-from reconciler.adapters import watch
+from reconciler.adapters import kube
+from reconciler.adapters.cluster import node_watch
 from tests.e2e.conftest import FakeNodes, Kube
 from tests.e2e.faults import restart_apiserver
 
 
-class Forgetful(watch.NodeWatch):
+class Forgetful(node_watch.NodeWatch):
     """Its first list claims a resourceVersion long compacted away, as after a long disconnect."""
 
     lists = 0
@@ -37,17 +37,17 @@ def test_a_forgotten_resource_version_is_gone_and_the_watch_lists_again(
     try:
         first = posted.get(timeout=30)
         second = posted.get(timeout=30)  # the list again, after 410 Gone
-        assert isinstance(first, watch.Listed) and isinstance(second, watch.Listed)
+        assert isinstance(first, node_watch.Listed) and isinstance(second, node_watch.Listed)
         assert restarts == ["gone"]
         # And the watch from the fresh list's version sees a node join.
         nodes.add_gpu(f"{unique}-after-gone")
         while True:
             event = posted.get(timeout=30)
-            if isinstance(event, watch.Changed) and event.node.name == f"{unique}-after-gone":
+            if isinstance(event, node_watch.Changed) and event.node.name == f"{unique}-after-gone":
                 break
     finally:
         watcher.stop()
 
 
-def kube_gateway(kube: Kube) -> gateway_module.Gateway:
-    return gateway_module.connect(gateway_module.Options(kubeconfig=str(kube.kubeconfig)))
+def kube_gateway(kube: Kube) -> kube.Gateway:
+    return kube.connect(kube.Options(kubeconfig=str(kube.kubeconfig)))

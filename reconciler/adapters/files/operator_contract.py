@@ -10,8 +10,10 @@ from functools import cache, partial
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import api_shapes, files, kube, manifests, positions
-from reconciler.adapters import config as config_file
+from reconciler.adapters import files, kube
+from reconciler.adapters.files import manifests, positions
+from reconciler.adapters.files.config import HelmValues
+from reconciler.adapters.kube import shapes
 from reconciler.core import operator, os_tags
 from reconciler.core.operator import Contract, DriverResource, FleetNote, Kind, Wants
 from reconciler.core.tags import Node
@@ -84,7 +86,7 @@ class Pins:
 
     flag: str | None = None
     config: str | None = None
-    helm: config_file.HelmValues | None = None
+    helm: HelmValues | None = None
 
 
 @dataclass(frozen=True)
@@ -106,19 +108,22 @@ def offline(
 ) -> Offline:
     """The contract in git: the declared resources and the rendered ones, under the rule of the release
     the pins give. Notes (charts ignored, versions not pinned) and a version mismatch go to stderr."""
-    from reconciler.adapters import helm_files, helm_fleet  # a fleet without Helm pays little for it
+    from reconciler.adapters.helm import (
+        installs,  # a fleet without Helm pays little for it
+        values_files,
+    )
 
-    top = root or helm_files.repository_root(folder)
-    urls = remote_urls or (cache(lambda: helm_files.remotes(top)) if top else tuple)
-    installs = helm_fleet.read(folder, pins.helm, top, urls)
-    for note in () if quiet else installs.notes:
+    top = root or values_files.repository_root(folder)
+    urls = remote_urls or (cache(lambda: values_files.remotes(top)) if top else tuple)
+    found = installs.read(folder, pins.helm, top, urls)
+    for note in () if quiet else found.notes:
         say(f"note: {note}")
-    pinned = installs.pinned
+    pinned = found.pinned
     version = _version(pins, pinned, quiet)
     rule, release = _rule(version, pins, pinned)
-    contract = checked([*load_resources(folder), *installs.resources], rule, release)
+    contract = checked([*load_resources(folder), *found.resources], rule, release)
     chart = f"{pinned.chart_version} ({pinned.version_origin})" if pinned else None
-    return Offline(contract, version, chart, tuple(_problems(installs.installs)), _rule_from(pins, pinned))
+    return Offline(contract, version, chart, tuple(_problems(found.installs)), _rule_from(pins, pinned))
 
 
 def _rule_from(pins: Pins, pinned: Any) -> str:
@@ -215,7 +220,7 @@ def live_resources(gateway: kube.Gateway) -> list[DriverResource]:
     found: list[DriverResource] = []
     for kind in Kind:
         try:
-            items = list(gateway.pages(partial(_resource_page, gateway, kind), api_shapes.CUSTOM))
+            items = list(gateway.pages(partial(_resource_page, gateway, kind), shapes.CUSTOM))
         except kube.NotFound:
             continue  # the CRD is not installed: no such resource
         found.extend(_live_resource(kind, item) for item in items)
@@ -243,7 +248,7 @@ def live_operator_version(gateway: kube.Gateway) -> str | None:
         items = list(
             gateway.pages(
                 lambda token: gateway.request("GET", path, {**query, "continue": token}),
-                api_shapes.DEPLOYMENT,
+                shapes.DEPLOYMENT,
             )
         )
     except kube.Forbidden as exc:
@@ -327,7 +332,7 @@ def _deployment_found(gateway: kube.Gateway) -> str | None:
         lambda: apps.list_deployment_for_all_namespaces_with_http_info(
             label_selector=OPERATOR_SELECTOR, **kube.raw()
         ),
-        api_shapes.DEPLOYMENT,
+        shapes.DEPLOYMENT,
     )
     for item in items:
         metadata = item.get("metadata") or {}
@@ -342,7 +347,7 @@ def _driver_daemonset_found(gateway: kube.Gateway) -> str | None:
         request = partial(
             apps.list_daemon_set_for_all_namespaces_with_http_info, label_selector=selector, **kube.raw()
         )
-        first = next(iter(gateway.items(request, api_shapes.CUSTOM)), None)
+        first = next(iter(gateway.items(request, shapes.CUSTOM)), None)
         if first is not None:
             metadata = first.get("metadata") or {}
             return f"driver DaemonSet {metadata.get('namespace')}/{metadata.get('name')} ({selector})"

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.adapters import api_shapes, kube
-from reconciler.adapters.fleet import APPLY_PATCH, FIELD_MANAGER
+from reconciler.adapters import kube
+from reconciler.adapters.cluster.fleet import APPLY_PATCH, FIELD_MANAGER
+from reconciler.adapters.kube import shapes
 from reconciler.core import operator
 from reconciler.core.budget import Pod
 from reconciler.core.operator import DriverResource, Kind, Mode
@@ -50,7 +51,7 @@ def driver_daemonsets(gateway: kube.Gateway) -> dict[tuple[str, str], str]:
     query = {"labelSelector": NVIDIADRIVER_DRIVERS, "limit": str(kube.PAGE_SIZE)}
     items = gateway.pages(
         lambda token: gateway.request("GET", "/apis/apps/v1/daemonsets", {**query, "continue": token}),
-        api_shapes.CUSTOM,
+        shapes.CUSTOM,
     )
     found = {}
     for item in items:
@@ -110,7 +111,7 @@ def _pods(gateway: kube.Gateway, selector: str) -> list[dict[str, Any]]:
     return list(
         gateway.items(
             lambda: core.list_pod_for_all_namespaces_with_http_info(label_selector=selector, **kube.raw()),
-            api_shapes.POD,
+            shapes.POD,
         )
     )
 
@@ -128,7 +129,7 @@ def upgrade_events(gateway: kube.Gateway) -> dict[str, list[str]]:
         lambda: core.list_event_for_all_namespaces_with_http_info(
             field_selector=f"reason={EVENT_REASON},involvedObject.kind=Node", **kube.raw()
         ),
-        api_shapes.EVENT,
+        shapes.EVENT,
     )
     found: dict[str, list[tuple[bool, str, str]]] = {}
     for item in items:
@@ -146,7 +147,7 @@ def live_document(gateway: kube.Gateway, kind: Kind, name: str) -> dict[str, Any
     (or its CRD is not installed)."""
     path = f"/apis/{operator.API_VERSIONS[kind]}/{operator.PLURALS[kind]}/{kube.segment(name)}"
     document: dict[str, Any] | None = gateway.read(
-        lambda: gateway.request("GET", path), missing_ok=True, shape=api_shapes.CUSTOM
+        lambda: gateway.request("GET", path), missing_ok=True, shape=shapes.CUSTOM
     )
     return document
 

@@ -6,11 +6,15 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from reconciler.adapters import config, files, git, helm_files, operator
+from reconciler.adapters import files, git
+from reconciler.adapters.files import config, operator_contract
+from reconciler.adapters.helm import values_files
 from reconciler.errors import GpudrvError
 
 
-def offline_at(ref: str, folder: Path, config_path: Path | None, flag: str | None) -> operator.Offline | None:
+def offline_at(
+    ref: str, folder: Path, config_path: Path | None, flag: str | None
+) -> operator_contract.Offline | None:
     """The contract at `ref` (--operator-version, `flag`, wins there too); None when the folder was
     not there. The tree is read from git into a temporary directory, never checked out."""
     repo = git.open_repo(files.absolute(folder), shown=folder)
@@ -22,13 +26,13 @@ def offline_at(ref: str, folder: Path, config_path: Path | None, flag: str | Non
         if not base_folder.is_dir():
             return None
         settings = _settings(root, None if config_path is None else git.repo_path(repo, config_path))
-        pins = operator.Pins(
+        pins = operator_contract.Pins(
             flag=flag, config=None if flag else settings.operator_version, helm=settings.helm
         )
         top = Path(repo.working_tree_dir or ".")
         try:
-            return operator.offline(
-                base_folder, pins, root=root, remote_urls=lambda: helm_files.remotes(top), quiet=True
+            return operator_contract.offline(
+                base_folder, pins, root=root, remote_urls=lambda: values_files.remotes(top), quiet=True
             )
         except GpudrvError as exc:
             raise _at(exc, root, ref) from None

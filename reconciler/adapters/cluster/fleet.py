@@ -19,9 +19,9 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from reconciler.adapters import api_shapes, kube
+from reconciler.adapters import kube
 from reconciler.adapters.cluster import GPU_SELECTOR, NODES, Cluster, label_selector
-from reconciler.adapters.kube import raw
+from reconciler.adapters.kube import raw, shapes
 from reconciler.core import budget, reads
 from reconciler.core.budget import Role
 from reconciler.core.executor import DRIVER_APP, StepFailed
@@ -84,7 +84,7 @@ class Fleet:
         document = self.gateway.read(
             lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}"),
             missing_ok=True,
-            shape=api_shapes.NODE,
+            shape=shapes.NODE,
         )
         if document is None:
             return None
@@ -92,7 +92,7 @@ class Fleet:
 
     def pods_on(self, node: str) -> list[budget.Pod]:
         query = {"fieldSelector": f"spec.nodeName={node}"}
-        items = self.gateway.items(lambda: self.gateway.request("GET", PODS, query), api_shapes.POD)
+        items = self.gateway.items(lambda: self.gateway.request("GET", PODS, query), shapes.POD)
         return [kube.pod(item) for item in items]
 
     def pods_on_nodes(self, nodes: Collection[str]) -> dict[str, list[budget.Pod]]:
@@ -101,14 +101,14 @@ class Fleet:
         found: dict[str, list[budget.Pod]] = {name: [] for name in nodes}
         if not found:
             return found
-        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS), api_shapes.POD):
+        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS), shapes.POD):
             on = (item.get("spec") or {}).get("nodeName")
             if on in found:
                 found[on].append(kube.pod(item))
         return found
 
     def budgets(self) -> list[budget.Budget]:
-        items = self.gateway.items(lambda: self.gateway.request("GET", BUDGETS), api_shapes.BUDGET)
+        items = self.gateway.items(lambda: self.gateway.request("GET", BUDGETS), shapes.BUDGET)
         return [kube.disruption_budget(item) for item in items]
 
     # --- writes ----------------------------------------------------------------------------------
@@ -173,7 +173,10 @@ class Fleet:
         say: Callable[[str], None],
         wait: Callable[[str], None],
     ) -> None:
-        from reconciler.adapters.drainer import Drain, DrainTimeout  # the drainer reads through a Fleet
+        from reconciler.adapters.cluster.drainer import (  # the drainer reads through a Fleet
+            Drain,
+            DrainTimeout,
+        )
 
         try:
             Drain(self, node, roles, timeout, force, say=say, wait=wait).run()
@@ -191,7 +194,7 @@ class Fleet:
                 lambda: core.list_pod_for_all_namespaces_with_http_info(
                     field_selector=f"spec.nodeName={node}", label_selector=f"app={DRIVER_APP}", **raw()
                 ),
-                api_shapes.POD,
+                shapes.POD,
             )
         )
         deleted = []
@@ -219,7 +222,7 @@ class Fleet:
         apps = self.gateway.apps()
         items = self.gateway.items(
             lambda: apps.list_namespaced_controller_revision_with_http_info(namespace, **raw()),
-            api_shapes.CUSTOM,
+            shapes.CUSTOM,
         )
         owned = [
             item

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import cluster, kube, manifests, positions
+from reconciler.adapters import cluster, kube
+from reconciler.adapters.files import manifests, positions
 from reconciler.core import node_schema, placement, reads
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.placement import Workload

@@ -11,7 +11,8 @@ from collections.abc import Collection, Iterator
 from functools import partial
 from typing import Any
 
-from reconciler.adapters import api_shapes, kube
+from reconciler.adapters import kube
+from reconciler.adapters.kube import shapes
 from reconciler.core import diff
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import GPU_PRESENT, Node
@@ -59,14 +60,14 @@ class Cluster:
         shared: dict[str, str] = {}
         query = {"labelSelector": selector or None}
         request = partial(self.gateway.request, "GET", NODES, query, accept=METADATA_LIST)
-        for item in self.gateway.items(request, api_shapes.NODE):
+        for item in self.gateway.items(request, shapes.NODE):
             yield kube.kept(kube.node(item), labels, shared), item
 
     def cordoned(self, selector: str) -> set[str]:
         """The names of the nodes marked unschedulable (spec, not metadata: a second, small list)."""
         query = {"labelSelector": selector or None, "fieldSelector": "spec.unschedulable=true"}
         items = self.gateway.items(
-            lambda: self.gateway.request("GET", NODES, query, accept=METADATA_LIST), api_shapes.NODE
+            lambda: self.gateway.request("GET", NODES, query, accept=METADATA_LIST), shapes.NODE
         )
         return {kube.node(item).name for item in items}
 
@@ -74,25 +75,25 @@ class Cluster:
         document = self.gateway.read(
             lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}", accept=METADATA_ONE),
             missing_ok=True,
-            shape=api_shapes.NODE,
+            shape=shapes.NODE,
         )
         return None if document is None else kube.node(document)
 
     def budget_specs(self, namespace: str) -> list[diff.Budget]:
         """The namespace's PodDisruptionBudgets (policy/v1), identity and spec, as the diff compares them."""
         path = f"/apis/policy/v1/namespaces/{kube.segment(namespace)}/poddisruptionbudgets"
-        items = self.gateway.items(lambda: self.gateway.request("GET", path), api_shapes.BUDGET)
+        items = self.gateway.items(lambda: self.gateway.request("GET", path), shapes.BUDGET)
         return [kube.budget_spec(item) for item in items]
 
     def pods(self, namespace: str) -> Iterator[dict[str, Any]]:
         """The namespace's pods as plain JSON documents (spec and status are needed, not only metadata),
         each as it arrives."""
         path = f"/api/v1/namespaces/{kube.segment(namespace)}/pods"
-        return self.gateway.items(lambda: self.gateway.request("GET", path), api_shapes.POD)
+        return self.gateway.items(lambda: self.gateway.request("GET", path), shapes.POD)
 
     def pod(self, namespace: str, name: str) -> dict[str, Any] | None:
         path = f"/api/v1/namespaces/{kube.segment(namespace)}/pods/{kube.segment(name)}"
         document: dict[str, Any] | None = self.gateway.read(
-            lambda: self.gateway.request("GET", path), missing_ok=True, shape=api_shapes.POD
+            lambda: self.gateway.request("GET", path), missing_ok=True, shape=shapes.POD
         )
         return document

@@ -3,7 +3,7 @@ gpudrv.yaml and the kubeconfig check.
 
 libyaml (PyYAML's C parser) turns the text into events, fast; this module composes them into nodes
 with a loop, not recursion, and hands each document to ruamel's round-trip constructor, which keeps
-the line and column of every key and item (adapters/positions.py reads them). Composing here is
+the line and column of every key and item (adapters/files/positions.py reads them). Composing here is
 where the limits are enforced, each as one Problem with the line it is at:
 
 - nesting deeper than MAX_DEPTH (10,000 levels would exhaust the stack of a recursive reader);

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import files, manifests, positions, yaml_load
+from reconciler.adapters import files
+from reconciler.adapters.files import manifests, positions, yaml_load
 from reconciler.errors import GpudrvError
 
 VERSION_KEYS = ("driver", "version")

@@ -9,7 +9,7 @@ from typing import Any
 
 from reconciler.errors import GpudrvError
 
-_PACKAGE = Path(__file__).resolve().parent.parent
+_PACKAGE = Path(__file__).resolve().parents[2]
 _CANDIDATES = (_PACKAGE / "_schemas", _PACKAGE.parent / "schemas")
 
 

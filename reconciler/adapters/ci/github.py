@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from reconciler.adapters import actions_guard, files
+from reconciler.adapters import files
+from reconciler.adapters.ci import actions_guard
 from reconciler.errors import GpudrvError
 
 Level = Literal["error", "warning", "notice"]

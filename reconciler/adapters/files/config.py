@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import manifests, positions, schemas
+from reconciler.adapters.files import manifests, positions, schemas
 from reconciler.errors import GpudrvError
 
 DEFAULT_NAME = "gpudrv.yaml"

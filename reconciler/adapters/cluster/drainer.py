@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from reconciler.adapters.fleet import EvictionOutcome, Fleet
+from reconciler.adapters.cluster.fleet import EvictionOutcome, Fleet
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.core.duration import show

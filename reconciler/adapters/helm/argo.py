@@ -7,9 +7,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import files, manifests
-from reconciler.adapters.helm_files import Layer, inside, normal_url, values_file, values_text
-from reconciler.adapters.helm_fleet import Doc, Folder, Install, fail, render
+from reconciler.adapters import files
+from reconciler.adapters.files import manifests
+from reconciler.adapters.helm.installs import Doc, Folder, Install, fail, render
+from reconciler.adapters.helm.values_files import Layer, inside, normal_url, values_file, values_text
 from reconciler.core import helm_sources
 from reconciler.core.helm_sources import ArgoSource, SpecError, Unsupported, is_operator_chart
 

@@ -6,8 +6,7 @@ from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import positions, yaml_load
-from reconciler.adapters.files import read_text
+from reconciler.adapters.files import positions, read_text, yaml_load
 from reconciler.core import node_schema
 from reconciler.core.diff import Budget
 from reconciler.core.tags import Node

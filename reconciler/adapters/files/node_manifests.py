@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import github, manifests, positions, schemas
+from reconciler.adapters.ci import github
+from reconciler.adapters.files import manifests, positions, schemas
 from reconciler.core import node_schema
 from reconciler.errors import GpudrvError
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import config, manifests, positions
-from reconciler.adapters import helm_chart as chart_data
-from reconciler.adapters.helm_files import Layer, last_origin, values_file, values_text
+from reconciler.adapters.files import config, manifests, positions
+from reconciler.adapters.helm import chart_data
+from reconciler.adapters.helm.values_files import Layer, last_origin, values_file, values_text
 from reconciler.core import helm_chart, helm_sources, operator
 from reconciler.core.helm_sources import SpecError, Unsupported, is_operator_chart
 from reconciler.core.operator import DriverResource
@@ -116,9 +116,9 @@ def read(
             installs.extend(_found(_flux(here, Doc(path, line, document))))
     for path, line, document in here.documents.get("Application", []):
         if document.get("apiVersion") == helm_sources.ARGO_API_VERSION:
-            from reconciler.adapters import helm_argo  # only a fleet with Applications pays for it
+            from reconciler.adapters.helm import argo  # only a fleet with Applications pays for it
 
-            installs.extend(helm_argo.installs(here, Doc(path, line, document)))
+            installs.extend(argo.installs(here, Doc(path, line, document)))
     if settings is not None:
         layers = [values_file(name) for name in settings.values_files]
         what, version = "gpudrv.yaml helm", settings.chart_version

@@ -9,7 +9,7 @@ The JSON is parsed here, never by the client's model layer: a big list is stream
 HTTP statuses become typed errors once, here; callers catch NotFound or Conflict, never a status.
 
 Everything from outside is checked at this edge (issue 12): the kubeconfig (read as a regular file,
-parsed with yaml_load's limits, checked against api_shapes.KUBECONFIG before the client sees it, and
+parsed with yaml_load's limits, checked against shapes.KUBECONFIG before the client sees it, and
 any exception of the client's loader one line naming the file; an exec credential plugin gets
 EXEC_TIMEOUT or --request-timeout), every answer (at most MAX_BODY bytes, read within the request's
 total timeout, JSON, an object, and of the shape the adapters read: api_shapes), and every list (a
@@ -34,8 +34,10 @@ from typing import Any
 from urllib.parse import quote
 
 from reconciler import __version__
-from reconciler.adapters import api_shapes, files, jsonstream, positions, yaml_load
-from reconciler.adapters.api_shapes import Shape
+from reconciler.adapters import files
+from reconciler.adapters.files import positions, yaml_load
+from reconciler.adapters.kube import jsonstream, shapes
+from reconciler.adapters.kube.shapes import Shape
 from reconciler.core import budget, diff
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode
@@ -187,7 +189,7 @@ class Gateway:
         document = self._read(request, missing_ok, shape)
         if document is not None and "items" in document:
             for index, item in enumerate(self._items(document, None)):
-                self.check(api_shapes.CUSTOM, item, "a list", ("items", index))
+                self.check(shapes.CUSTOM, item, "a list", ("items", index))
         return document
 
     def _read(self, request: Callable[[], Any], missing_ok: bool, shape: Shape | None) -> Any:
@@ -207,7 +209,7 @@ class Gateway:
                 f"the cluster at {self.host} sent a response that is not JSON: {reason}"
             ) from None
         if not isinstance(document, dict):
-            raise self.lied("an answer", (), f"is {api_shapes.describe(document)}, not an object")
+            raise self.lied("an answer", (), f"is {shapes.describe(document)}, not an object")
         if shape is not None:
             self.check(shape, document, shape.kind)
         return document
@@ -229,15 +231,13 @@ class Gateway:
                 stream = jsonstream.ListStream(_chunks(response))
                 for index, item in enumerate(stream):
                     if not isinstance(item, dict):
-                        raise self.lied(
-                            what, ("items", index), f"is {api_shapes.describe(item)}, not an object"
-                        )
+                        raise self.lied(what, ("items", index), f"is {shapes.describe(item)}, not an object")
                     if shape is not None:
                         self.check(shape, item, what, ("items", index))
                     yield item
             rest = stream.members.get("items")
             if rest is not None:  # not an array, so not streamed
-                raise self.lied(what, ("items",), f"is {api_shapes.describe(rest)}, not a list")
+                raise self.lied(what, ("items",), f"is {shapes.describe(rest)}, not a list")
             self._whole_list(stream.members.get("metadata"), what)
             finished = True
         except (jsonstream.StreamError, RecursionError) as exc:
@@ -260,11 +260,11 @@ class Gateway:
             yield from self._items(page, shape)  # each item of `shape`
             metadata = page.get("metadata")
             if metadata is not None and not isinstance(metadata, dict):
-                raise self.lied("a list", ("metadata",), f"is {api_shapes.describe(metadata)}, not an object")
+                raise self.lied("a list", ("metadata",), f"is {shapes.describe(metadata)}, not an object")
             token = (metadata or {}).get("continue")
             if token is not None and not isinstance(token, str):
                 raise self.lied(
-                    "a list", ("metadata", "continue"), f"is {api_shapes.describe(token)}, not a string"
+                    "a list", ("metadata", "continue"), f"is {shapes.describe(token)}, not a string"
                 )
             if not token:
                 return
@@ -282,10 +282,10 @@ class Gateway:
     def _whole_list(self, metadata: Any, what: str) -> None:
         """A list asked for whole (no limit) ends there: a continue token would mean items left out."""
         if metadata is not None and not isinstance(metadata, dict):
-            raise self.lied(what, ("metadata",), f"is {api_shapes.describe(metadata)}, not an object")
+            raise self.lied(what, ("metadata",), f"is {shapes.describe(metadata)}, not an object")
         token = (metadata or {}).get("continue")
         if token is not None and not isinstance(token, str):
-            raise self.lied(what, ("metadata", "continue"), f"is {api_shapes.describe(token)}, not a string")
+            raise self.lied(what, ("metadata", "continue"), f"is {shapes.describe(token)}, not a string")
         if token:
             raise GpudrvError(
                 f"the cluster at {self.host} sent part of a list asked for whole (a continue token, "
@@ -298,23 +298,23 @@ class Gateway:
             return []
         what = f"{shape.one} list" if shape else "a list"
         if not isinstance(items, list):
-            raise self.lied(what, ("items",), f"is {api_shapes.describe(items)}, not a list")
+            raise self.lied(what, ("items",), f"is {shapes.describe(items)}, not a list")
         for index, item in enumerate(items):
             if not isinstance(item, dict):
-                raise self.lied(what, ("items", index), f"is {api_shapes.describe(item)}, not an object")
+                raise self.lied(what, ("items", index), f"is {shapes.describe(item)}, not an object")
             if shape is not None:
                 self.check(shape, item, what, ("items", index))
         return items
 
     def check(self, shape: Shape, document: Any, what: str, at: tuple[str | int, ...] = ()) -> None:
         """The document has the shape, or one error naming the server, the field and what it holds."""
-        found = api_shapes.problem(shape, document)
+        found = shapes.problem(shape, document)
         if found is not None:
             path, reason = found
             raise self.lied(what if at else shape.one, (*at, *path), reason)
 
     def lied(self, what: str, path: tuple[str | int, ...], reason: str) -> GpudrvError:
-        field_name = api_shapes.dotted(path) if path else "it"
+        field_name = shapes.dotted(path) if path else "it"
         return GpudrvError(
             f"the cluster at {self.host} sent {what} the API never sends: {field_name} {reason}"
         )
@@ -513,14 +513,12 @@ def _check_kubeconfig(path: str) -> None:
         raise GpudrvError(f"kubeconfig {path}: {len(documents)} YAML documents; a kubeconfig is one")
     (document,) = documents
     if not isinstance(document, dict):
-        raise GpudrvError(
-            f"kubeconfig {path}: not a kubeconfig: {api_shapes.describe(document)}, not a mapping"
-        )
-    found = api_shapes.problem(api_shapes.KUBECONFIG, document)
+        raise GpudrvError(f"kubeconfig {path}: not a kubeconfig: {shapes.describe(document)}, not a mapping")
+    found = shapes.problem(shapes.KUBECONFIG, document)
     if found is not None:
         at, reason = found
         line = positions.line_of(document, list(at), 1)
-        raise GpudrvError(f"kubeconfig {path}:{line}: {api_shapes.dotted(at)} {reason}")
+        raise GpudrvError(f"kubeconfig {path}:{line}: {shapes.dotted(at)} {reason}")
 
 
 def _from_files(paths: list[str], context: str | None) -> Any:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from reconciler.errors import GpudrvError
 
 # The package's own data files: inside it, so they ship in the wheel with no packaging rule of their own.
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 T = TypeVar("T")
 
 # An input gpudrv reads whole (a matrix, a manifest, a kubeconfig): far more than any real one.

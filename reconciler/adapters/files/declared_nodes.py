@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import manifests
+from reconciler.adapters.files import manifests
 from reconciler.core.upgrade import LiveNode
 
 

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from io import StringIO
 from typing import Any
 
-from reconciler.adapters import actions_guard
+from reconciler.adapters.ci import actions_guard
 
 
 def yaml_text(document: Mapping[str, Any]) -> str:
@@ -34,7 +34,7 @@ def _null(representer: Any, _value: None) -> Any:
 def _quoted(value: Any) -> Any:
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-    from reconciler.adapters.scaffold import PLAIN, YAML_11_WORDS  # its ruamel import: -o yaml only
+    from reconciler.adapters.files.scaffold import PLAIN, YAML_11_WORDS  # its ruamel import: -o yaml only
 
     if isinstance(value, Mapping):
         return {_quoted(key): _quoted(item) for key, item in value.items()}

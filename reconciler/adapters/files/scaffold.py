@@ -19,7 +19,7 @@ from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
 from reconciler.errors import GpudrvError
 
-PACKAGE = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parents[2]
 TEMPLATES = PACKAGE / "data" / "scaffold"
 BUILD_RECORD = PACKAGE / "_build.json"
 PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9._/-]*$")

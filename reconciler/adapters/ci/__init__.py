@@ -1,0 +1,1 @@
+"""GitHub Actions and the terminal: what reads gpudrv's output, and keeping every line safe there."""

@@ -1,0 +1,1 @@
+"""The OCI registry the driver images are pushed to."""
