@@ -6,22 +6,20 @@ gpudrv's one lever is the operator's own skip label: a node labelled
 `nvidia.com/gpu-driver-upgrade.skip=true` stays at upgrade-required (upgrade_state.go,
 ProcessUpgradeRequiredNodes). gpudrv holds every moving node but the canary that way, marks the
 holds it set with its own annotation (so it only ever removes its own), and releases the rest batch
-by batch once the nodes before them are done. Everything here is pure: the command reads the facts,
-these functions decide, the command writes.
+by batch once the nodes before them are done. Everything here is pure: the facts read from the
+cluster and the staging decided on them; core/staging.py runs the loop, core/stalls.py explains.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core import budget
 from reconciler.core.budget import Pod, Role
-from reconciler.core.duration import show
-from reconciler.core.tags import UPGRADE_STATE as STATE
-from reconciler.core.upgrade import SKIP_LABEL as SKIP
-from reconciler.core.upgrade import State as OperatorState
+from reconciler.core.tags import UPGRADE_STATE
+from reconciler.core.upgrade import SKIP_LABEL, State
 
 HELD = "gpudrv.dev/held"  # gpudrv set this node's skip label; the value says why
 VALIDATOR_APP = "nvidia-operator-validator"  # main.go: WithValidationEnabled("app=nvidia-operator-validator")
@@ -31,7 +29,7 @@ EVENT_REASON = "GPUDriverUpgrade"  # util.go GetEventReason: upper(driver name) 
 
 def state_of(labels: Mapping[str, str]) -> str:
     """The state label as it is: a value gpudrv does not know is shown, never read as no state."""
-    return labels.get(STATE, "")
+    return labels.get(UPGRADE_STATE, "")
 
 
 @dataclass(frozen=True)
@@ -117,7 +115,7 @@ class NodeFacts:
 
     @property
     def skipped(self) -> bool:
-        return self.labels.get(SKIP) == "true"
+        return self.labels.get(SKIP_LABEL) == "true"
 
     @property
     def held(self) -> bool:
@@ -139,12 +137,12 @@ class NodeFacts:
 
     @property
     def done(self) -> bool:
-        return self.state == OperatorState.DONE and self.in_sync
+        return self.state == State.DONE and self.in_sync
 
 
 def skipped_line(name: str) -> str:
     """How a node the user holds is named, once per run (lab mode and plan say SKIPPED too)."""
-    return f"{name}: SKIPPED ({SKIP}=true, not set by gpudrv)"
+    return f"{name}: SKIPPED ({SKIP_LABEL}=true, not set by gpudrv)"
 
 
 def user_skipped(nodes: Iterable[NodeFacts]) -> list[NodeFacts]:
@@ -181,26 +179,29 @@ class Step:
     in_flight: tuple[str, ...] = ()
     failed: tuple[str, ...] = ()
     finished: bool = False
-    canary: bool = False
 
 
 def first_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
-    """Before the driver resource changes: every moving node but the canary is held."""
+    """Before anything moves: every moving node but the canary is held. The same on a rerun, whatever
+    write the run before was killed at: the canary is what the operator already has in progress (a
+    released batch that it has started, say), else the first moving nodes gpudrv does not hold; every
+    other moving node not held and not started is held again, before the driver resources change or
+    anything is released. With nothing left unheld, the nodes before the held ones are done: the next
+    batch goes."""
     candidates = moving(nodes)
-    running = [node for node in candidates if not node.held and node.state not in _IDLE]
-    if running or any(node.held for node in candidates):
-        return next_step(nodes, stages)  # a rollout under way (a rerun): go on from where it is
-    canary = candidates[: stages.canary]
-    rest = candidates[stages.canary :]
+    free = [node for node in candidates if not node.held]
+    if not free and candidates:
+        return next_step(nodes, stages)
+    started = [node for node in free if node.state not in _IDLE]
+    canary = tuple(node.name for node in started or free[: stages.canary])
     return Step(
-        hold=tuple(node.name for node in rest),
-        in_flight=tuple(node.name for node in canary),
+        hold=tuple(node.name for node in free if node.name not in canary and node.state in _IDLE),
+        in_flight=canary,
         finished=not candidates,
-        canary=True,
     )
 
 
-_IDLE = frozenset({"", OperatorState.DONE, OperatorState.REQUIRED})
+_IDLE = frozenset({"", State.DONE, State.REQUIRED})
 
 
 def next_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
@@ -209,7 +210,7 @@ def next_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
     candidates = moving(nodes)
     released = [node for node in candidates if not node.held]
     held = [node for node in candidates if node.held]
-    failed = tuple(node.name for node in released if node.state == OperatorState.FAILED)
+    failed = tuple(node.name for node in released if node.state == State.FAILED)
     if failed:
         return Step(in_flight=tuple(node.name for node in released), failed=failed)
     if released:
@@ -251,177 +252,3 @@ def budget_refusals(pods: Iterable[Pod], budgets: Sequence[budget.Budget]) -> li
                 f"{len(asked)} ({names}); {item.numbers()}"
             )
     return lines
-
-
-# --- why a node is where it is ----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Context:
-    rules: Policy
-    budgets: Sequence[budget.Budget] = ()
-    tags: frozenset[str] = frozenset()  # the matrix's tags on the merged ref
-    matrix: str = "the matrix"
-    waited: float = 0.0  # seconds the node has been in its state
-
-
-def stall(node: NodeFacts, context: Context) -> str:
-    """What the node waits for, in words a person acts on."""
-    state = node.state
-    if node.held:
-        return "held by gpudrv (skip label) until the nodes before it are done"
-    if node.skipped_by_someone_else:
-        return f"{SKIP}=true was set by someone else: the operator leaves this node alone"
-    if state in ("", OperatorState.DONE):
-        return _driver_stall(node, context) or "waiting for the operator to mark it upgrade-required"
-    if state not in set(OperatorState):
-        return f"in a state gpudrv does not know ({state!r}): see the operator's log"
-    return _BY_STATE.get(OperatorState(state), _operator_step)(node, context)
-
-
-def _slot_stall(node: NodeFacts, context: Context) -> str:
-    rules = context.rules
-    return (
-        f"waiting for an upgrade slot (maxParallelUpgrades {rules.max_parallel}, "
-        f"maxUnavailable {rules.max_unavailable})"
-    )
-
-
-def _operator_step(node: NodeFacts, context: Context) -> str:
-    return f"waiting for the operator ({node.state})"
-
-
-def _maintenance(node: NodeFacts, context: Context) -> str:
-    return f"in {node.state}: an external maintenance operator holds it (the operator's requestor mode)"
-
-
-def _restart_stall(node: NodeFacts, context: Context) -> str:
-    return _driver_stall(node, context) or "waiting for the operator to restart the driver pod"
-
-
-def _jobs_stall(node: NodeFacts, context: Context) -> str:
-    selector = context.rules.wait_selector
-    running = [
-        pod for pod in node.pods if budget.role(pod) is not budget.Role.STAYS and pod.phase == "Running"
-    ]
-    limit = (
-        f"the operator waits up to {context.rules.wait_timeout}s"
-        if context.rules.wait_timeout
-        else ("the operator waits without a timeout (waitForCompletion.timeoutSeconds 0)")
-    )
-    names = ", ".join(pod.ref for pod in running[:3]) or "none running now"
-    return f"waiting for jobs matching {selector!r} to finish ({names}) for {show(context.waited)}; {limit}"
-
-
-def _eviction_stall(node: NodeFacts, context: Context) -> str:
-    state = node.state
-    pods = evicted(node.pods, context.rules) if state == OperatorState.DRAIN else evicted(node.pods, Policy())
-    step = "drain" if state == OperatorState.DRAIN else "GPU pod deletion"
-    refusals = budget_refusals(pods, context.budgets)
-    if refusals:
-        return f"{step} refused: " + "; ".join(refusals)
-    if pods:
-        names = ", ".join(pod.ref for pod in pods[:3])
-        return f"{step} under way: {len(pods)} pod(s) left ({names})"
-    return f"{step}: no pod left; waiting for the operator to move on"
-
-
-def _driver_stall(node: NodeFacts, context: Context) -> str | None:
-    pod = node.driver
-    if pod is None:
-        return "no driver pod on the node yet"
-    if pod.waiting in ("ImagePullBackOff", "ErrImagePull", "InvalidImageName"):
-        tag = node.want_tag
-        where = (
-            f"{context.matrix} has no row for {tag}"
-            if tag is not None and tag not in context.tags
-            else f"{context.matrix} lists {tag}: check that the registry really has it"
-        )
-        return f"driver pod {pod.ref} cannot pull {pod.image} ({pod.waiting}): {where}"
-    if pod.image != node.want_image:
-        return (
-            f"driver pod {pod.ref} still runs {pod.image}; the operator restarts it at pod-restart-required"
-        )
-    if not pod.ready:
-        reason = f" ({pod.waiting})" if pod.waiting else ""
-        return f"driver pod {pod.ref} runs {pod.image} but is not Ready{reason}"
-    return None
-
-
-def _validator_stall(node: NodeFacts, context: Context) -> str:
-    if node.validator is None:
-        return f"no validator pod (app={VALIDATOR_APP}) on the node"
-    if not node.validator_ready:
-        return (
-            f"validator pod {node.validator.ref} is not Ready; the operator fails the node after "
-            f"{VALIDATION_TIMEOUT}s of this"
-        )
-    return "validator pod Ready; waiting for the operator to move on"
-
-
-def _failed(node: NodeFacts, context: Context) -> str:
-    why = node.events[-1] if node.events else "the operator gave no reason in an event"
-    extra = ""
-    refusals = budget_refusals(evicted(node.pods, context.rules), context.budgets)
-    if refusals:
-        extra = "; " + "; ".join(refusals)
-    driver = _driver_stall(node, context)
-    if driver and node.driver is not None and node.driver.waiting:
-        extra += f"; {driver}"
-    return f"upgrade failed: {why}{extra}"
-
-
-_BY_STATE = {
-    OperatorState.REQUIRED: _slot_stall,
-    OperatorState.WAIT_FOR_JOBS: _jobs_stall,
-    OperatorState.POD_DELETION: _eviction_stall,
-    OperatorState.DRAIN: _eviction_stall,
-    OperatorState.POD_RESTART: _restart_stall,
-    OperatorState.VALIDATION: _validator_stall,
-    OperatorState.FAILED: _failed,
-    OperatorState.NODE_MAINTENANCE: _maintenance,
-    OperatorState.POST_MAINTENANCE: _maintenance,
-}
-
-
-# --- what the command prints -------------------------------------------------------------------------
-
-
-@dataclass
-class Tracker:
-    """Per node, the last state seen and since when; the last stall said, so it is said once."""
-
-    states: dict[str, tuple[str, float]] = field(default_factory=dict)
-    said: dict[str, str] = field(default_factory=dict)
-
-    def observe(self, name: str, state: str, now: float) -> str | None:
-        """A node's state as seen now (a watch event or a read): the line for a transition, if any.
-        The first sight of a node is no transition: it is where the rollout found it."""
-        before = self.states.get(name)
-        if before is not None and before[0] == state:
-            return None
-        self.states[name] = (state, now)
-        if before is None:
-            return None
-        return f"{name}: {before[0] or '(none)'} -> {state or '(none)'}"
-
-    def transitions(self, nodes: Iterable[NodeFacts], now: float) -> list[str]:
-        return [line for node in nodes if (line := self.observe(node.name, node.state, now))]
-
-    def waited(self, name: str, now: float) -> float:
-        state = self.states.get(name)
-        return now - state[1] if state else 0.0
-
-    def stalls(self, nodes: Iterable[NodeFacts], context: Context, now: float, after: float) -> list[str]:
-        """The stall of each node that has been in its state longer than `after`, once per reason."""
-        lines = []
-        for node in nodes:
-            waited = self.waited(node.name, now)
-            if waited < after or node.done:
-                continue
-            text = stall(node, Context(context.rules, context.budgets, context.tags, context.matrix, waited))
-            if self.said.get(node.name) != text:
-                self.said[node.name] = text
-                how_long = f" for {show(waited)}" if waited >= 1 else ""
-                lines.append(f"{node.name}: {node.state or '(no state)'}{how_long}: {text}")
-        return lines
