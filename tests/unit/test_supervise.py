@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from reconciler.core import supervise
+from reconciler.core import stalls, supervise
 from reconciler.core.budget import DRAIN_SKIP_LABEL, Budget, Pod, Selector
+from reconciler.core.stalls import Context
 from reconciler.core.supervise import (
     HELD,
-    SKIP,
-    STATE,
-    Context,
     DriverPod,
     NodeFacts,
     Stages,
     Step,
 )
+from reconciler.core.tags import UPGRADE_STATE
+from reconciler.core.upgrade import SKIP_LABEL, State
 
 NEW = "nvcr.io/nvidia/driver:570-5.15.0-119-generic-ubuntu22.04"
 OLD = "nvcr.io/nvidia/driver:550-5.15.0-119-generic-ubuntu22.04"
@@ -29,10 +29,10 @@ def node(  # noqa: PLR0917
     skipped: bool = False,
     **extra: object,
 ) -> NodeFacts:
-    labels = {STATE: state} if state else {}
+    labels = {UPGRADE_STATE: state} if state else {}
     annotations = {}
     if held or skipped:
-        labels[SKIP] = "true"
+        labels[SKIP_LABEL] = "true"
     if held:
         annotations[HELD] = "rollout"
     driver = DriverPod("gpu-operator", f"driver-{name}", image, ready) if image else None
@@ -77,7 +77,7 @@ def test_moving_nodes_are_those_not_done_on_the_desired_image() -> None:
 def test_first_step_holds_all_but_the_canary() -> None:
     nodes = [node("c"), node("a"), node("b"), done("z")]
     step = supervise.first_step(nodes, Stages(canary=1))
-    assert step == Step(hold=("b", "c"), in_flight=("a",), canary=True)
+    assert step == Step(hold=("b", "c"), in_flight=("a",))
     assert supervise.first_step(nodes, Stages(canary=5)).hold == ()
 
 
@@ -161,58 +161,54 @@ def context(**extra: object) -> Context:
 
 def test_a_drain_refused_by_a_budget_names_it() -> None:
     stuck = node("a", "pod-deletion-required", pods=(gpu_pod("g1"),))
-    text = supervise.stall(stuck, Context(supervise.Policy(), [budget("train-pdb", 0, app="train")]))
+    text = stalls.stall(stuck, Context(supervise.Policy(), [budget("train-pdb", 0, app="train")]))
     assert text.startswith("GPU pod deletion refused: PDB jobs/train-pdb allows 0")
 
 
 def test_an_image_pull_failure_names_the_missing_matrix_row() -> None:
     pulling = NodeFacts(
         "a",
-        {STATE: "pod-restart-required"},
+        {UPGRADE_STATE: "pod-restart-required"},
         {},
         True,
         NEW,
         TAG,
         DriverPod("gpu-operator", "driver-a", NEW, False, "ImagePullBackOff"),
     )
-    text = supervise.stall(pulling, Context(supervise.Policy(), matrix="matrix/gpu-operator.csv"))
+    text = stalls.stall(pulling, Context(supervise.Policy(), matrix="matrix/gpu-operator.csv"))
     assert text == (
         f"driver pod gpu-operator/driver-a cannot pull {NEW} (ImagePullBackOff): "
         f"matrix/gpu-operator.csv has no row for {TAG}"
     )
-    assert "check that the registry really has it" in supervise.stall(pulling, context())
+    assert "check that the registry really has it" in stalls.stall(pulling, context())
 
 
 def test_validation_waits_are_named() -> None:
     validator = Pod("gpu-operator", "nvidia-operator-validator-x", owner_kind="DaemonSet")
     waiting = node("a", "validation-required", image=NEW, validator=validator, validator_ready=False)
-    assert supervise.stall(waiting, context()) == (
+    assert stalls.stall(waiting, context()) == (
         "validator pod gpu-operator/nvidia-operator-validator-x is not Ready; "
         "the operator fails the node after 600s of this"
     )
     missing = node("a", "validation-required", image=NEW)
-    assert (
-        supervise.stall(missing, context()) == "no validator pod (app=nvidia-operator-validator) on the node"
-    )
+    assert stalls.stall(missing, context()) == "no validator pod (app=nvidia-operator-validator) on the node"
 
 
 def test_every_state_has_words() -> None:
-    for state in supervise.OperatorState:
-        assert supervise.stall(node("a", state), context())
-    assert "does not know ('frobnicate-required')" in supervise.stall(
+    for state in State:
+        assert stalls.stall(node("a", state), context())
+    assert "does not know ('frobnicate-required')" in stalls.stall(
         node("a", "frobnicate-required"), context()
     )
-    assert "external maintenance operator" in supervise.stall(
-        node("a", "node-maintenance-required"), context()
-    )
-    assert supervise.stall(node("a", held=True), context()).startswith("held by gpudrv")
-    assert "someone else" in supervise.stall(node("a", skipped=True), context())
+    assert "external maintenance operator" in stalls.stall(node("a", "node-maintenance-required"), context())
+    assert stalls.stall(node("a", held=True), context()).startswith("held by gpudrv")
+    assert "someone else" in stalls.stall(node("a", skipped=True), context())
 
 
 def test_waiting_for_jobs_says_which_and_for_how_long() -> None:
     job = Pod("jobs", "train-0", owner_kind="Job", gpu=True)
     stuck = node("a", "wait-for-jobs-required", pods=(job,))
-    text = supervise.stall(
+    text = stalls.stall(
         stuck, Context(supervise.Policy(wait_selector="app=train", wait_timeout=600), waited=75)
     )
     assert text == (
@@ -228,12 +224,12 @@ def test_a_failure_says_the_operators_last_event_and_the_budget() -> None:
         pods=(gpu_pod("g1"),),
         events=("Scheduling drain of the node", "Failed to drain the node, Cannot evict pod"),
     )
-    text = supervise.stall(failed, Context(supervise.Policy(), [budget("train-pdb", 0, app="train")]))
+    text = stalls.stall(failed, Context(supervise.Policy(), [budget("train-pdb", 0, app="train")]))
     assert text.startswith("upgrade failed: Failed to drain the node, Cannot evict pod; PDB jobs/train-pdb")
 
 
 def test_the_tracker_says_each_transition_and_each_stall_once() -> None:
-    tracker = supervise.Tracker()
+    tracker = stalls.Tracker()
     assert tracker.transitions([node("a", "upgrade-required")], 0.0) == []  # where it was found
     assert tracker.transitions([node("a", "upgrade-required")], 1.0) == []
     assert tracker.transitions([node("a", "cordon-required")], 2.0) == [
@@ -244,7 +240,7 @@ def test_the_tracker_says_each_transition_and_each_stall_once() -> None:
     said = tracker.stalls(stuck, context(), 20.0, after=15.0)
     assert said == ["a: cordon-required for 18s: waiting for the operator (cordon-required)"]
     assert tracker.stalls(stuck, context(), 30.0, after=15.0) == []
-    fresh = supervise.Tracker()
+    fresh = stalls.Tracker()
     fresh.observe("b", "upgrade-failed", 0.0)
     failed = [node("b", "upgrade-failed")]
     assert fresh.stalls(failed, context(), 0.2, after=0.0) == [
@@ -253,7 +249,7 @@ def test_the_tracker_says_each_transition_and_each_stall_once() -> None:
 
 
 def test_watch_events_and_reads_share_one_history() -> None:
-    tracker = supervise.Tracker()
+    tracker = stalls.Tracker()
     assert tracker.observe("a", "upgrade-done", 0.0) is None
     assert tracker.observe("a", "upgrade-required", 1.0) == "a: upgrade-done -> upgrade-required"
     assert tracker.transitions([node("a", "upgrade-required")], 2.0) == []  # the read saw it already
@@ -266,7 +262,7 @@ def test_watch_events_and_reads_share_one_history() -> None:
 def pooled(name: str, image: str, owner: str, want_driver: str, state: str = "upgrade-done") -> NodeFacts:
     return NodeFacts(
         name=name,
-        labels={STATE: state},
+        labels={UPGRADE_STATE: state},
         annotations={},
         unschedulable=False,
         want_image=NEW,
@@ -305,3 +301,40 @@ def test_a_node_someone_else_skips_is_named_once_and_never_moves_or_held() -> No
 
 def test_a_skipped_node_that_already_runs_its_image_is_not_named() -> None:
     assert supervise.user_skipped([node("c", "upgrade-done", NEW, skipped=True)]) == []
+
+
+# --- a rerun, after a kill at any of the rollout's writes ---------------------------------------------
+
+
+def test_a_rerun_killed_among_the_holds_holds_the_rest_and_keeps_the_canary() -> None:
+    nodes = [node("a"), node("b", held=True), node("c"), node("d")]
+    assert supervise.first_step(nodes, Stages()) == Step(hold=("c", "d"), in_flight=("a",))
+
+
+def test_a_rerun_with_the_change_live_holds_what_the_operator_has_not_started() -> None:
+    """The node in progress is the canary, whatever its name; those waiting for a slot are held."""
+    nodes = [node("a", "upgrade-required"), node("b", "cordon-required"), node("c", "upgrade-required")]
+    assert supervise.first_step(nodes, Stages()) == Step(hold=("a", "c"), in_flight=("b",))
+
+
+def test_a_rerun_amid_a_released_batch_keeps_the_batch_and_holds_the_rest() -> None:
+    nodes = [
+        done("a"),
+        node("b", "drain-required"),
+        node("c", "cordon-required"),
+        node("d", "upgrade-required"),
+    ]
+    assert supervise.first_step(nodes, Stages(1, 2)) == Step(hold=("d",), in_flight=("b", "c"))
+
+
+def test_a_rerun_with_a_failed_node_holds_the_others_and_stops_there() -> None:
+    nodes = [node("a", "upgrade-failed"), node("b")]
+    step = supervise.first_step(nodes, Stages())
+    assert step == Step(hold=("b",), in_flight=("a",))
+    assert supervise.next_step([node("a", "upgrade-failed"), node("b", held=True)], Stages()).failed == ("a",)
+
+
+def test_a_rerun_with_every_moving_node_held_releases_the_next_batch() -> None:
+    nodes = [done("a"), node("b", "upgrade-required", held=True), node("c", held=True)]
+    step = supervise.first_step(nodes, Stages(1, 1))
+    assert (step.hold, step.release, step.in_flight) == ((), ("b",), ("b",))

@@ -1,0 +1,436 @@
+"""The operator-mode rollout's loop (core/staging.py) on an in-memory fleet and operator.
+
+The world is plain Python: nodes with the operator's state label, gpudrv's skip label and mark, the
+driver pod's image; an upgrade controller that moves every node it may take one state per tick (as
+k8s-operator-libs does: out of sync -> upgrade-required; not skipped -> cordon-required and on to
+upgrade-done); a clock that ticks only when the rollout waits for the node watch. Every state change
+is recorded, so the invariant of a staged rollout is checked on the whole history, across kills.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass, field
+
+import pytest
+
+from reconciler.core.audit import AuditResult, Finding, Status
+from reconciler.core.budget import Budget, Pod
+from reconciler.core.staging import Sighting, Staging
+from reconciler.core.supervise import HELD, DriverPod, NodeFacts, Policy, Stages
+from reconciler.core.tags import UPGRADE_STATE, Node
+from reconciler.core.upgrade import SKIP_LABEL, Images, State
+
+TAG = "570-5.15.0-119-generic-ubuntu22.04"
+OLD = "nvcr.io/nvidia/driver:550-5.15.0-119-generic-ubuntu22.04"
+NEW = f"nvcr.io/nvidia/driver:{TAG}"
+IMAGES = Images(ref="main", path="matrix/support-matrix.csv", merged=frozenset({TAG}))
+# The operator's in-place flow after upgrade-required, one state per tick.
+PATH = (
+    State.CORDON,
+    State.WAIT_FOR_JOBS,
+    State.POD_DELETION,
+    State.POD_RESTART,
+    State.VALIDATION,
+    State.UNCORDON,
+    State.DONE,
+)
+IN_PROGRESS = frozenset(PATH[:-1]) | {State.FAILED}
+
+
+class Killed(Exception):
+    """The process died right after this write: nothing after it happens."""
+
+
+@dataclass
+class MemNode:
+    state: str = State.DONE
+    image: str = OLD
+    skip: bool = False
+    held: str | None = None  # gpudrv's mark
+    stuck: bool = False  # the operator never moves it past cordon-required
+    fails: bool = False  # the operator fails it at pod-deletion-required
+
+    def labels(self) -> dict[str, str]:
+        labels = {UPGRADE_STATE: self.state} if self.state else {}
+        return labels | ({SKIP_LABEL: "true"} if self.skip else {})
+
+
+@dataclass
+class World:
+    """The cluster, its GPU Operator and the clock; also the rollout's StagingFleet, Clock and Inbox."""
+
+    nodes: dict[str, MemNode]
+    applied: bool = False  # the driver resources as git declares them are live
+    max_parallel: int = 100  # the operator's maxParallelUpgrades
+    kill_after: int | None = None
+    time: float = 1_700_000_000.0
+    writes: list[str] = field(default_factory=list)
+    history: list[frozenset[str]] = field(default_factory=list)  # the nodes in progress, at each change
+    events: list[Sighting] | None = None  # the node watch's, while it runs
+    synced_by_engine_after: float | None = None  # --await-sync: the engine applies them this much later
+
+    @classmethod
+    def of(cls, count: int, **extra: object) -> World:
+        return cls({f"n{i}": MemNode() for i in range(count)}, **extra)  # type: ignore[arg-type]
+
+    # --- the operator ------------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        want = NEW if self.applied else OLD
+        changed = []
+        for name, node in sorted(self.nodes.items()):
+            before = node.state
+            if node.state in ("", State.DONE) and node.image != want:
+                node.state = State.REQUIRED
+            elif node.state == State.REQUIRED and not node.skip and self._slot():
+                node.state = State.CORDON
+            elif node.state in PATH[:-1] and not node.stuck:
+                if node.fails and node.state == State.POD_DELETION:
+                    node.state = State.FAILED
+                else:
+                    node.state = PATH[PATH.index(State(node.state)) + 1]
+                    node.image = want if node.state == State.VALIDATION else node.image
+            if node.state != before:
+                changed.append(name)
+        self._changed(changed)
+
+    def _slot(self) -> bool:
+        return len(self.in_progress()) < self.max_parallel
+
+    def in_progress(self) -> frozenset[str]:
+        return frozenset(name for name, node in self.nodes.items() if node.state in IN_PROGRESS)
+
+    def idle(self, ticks: int) -> None:
+        """Time passes with no gpudrv running: the operator goes on."""
+        for _ in range(ticks):
+            self.time += 2.0
+            self.tick()
+
+    def _changed(self, names: list[str]) -> None:
+        self.history.append(self.in_progress())
+        if self.events is not None:
+            self.events.extend(Sighting((self._node(name),)) for name in names)
+
+    def _node(self, name: str) -> Node:
+        return Node(name, self.nodes[name].labels())
+
+    def _wrote(self, what: str, name: str | None = None) -> None:
+        self.writes.append(what)
+        if name is not None:
+            self._changed([name])
+        if self.kill_after is not None and len(self.writes) >= self.kill_after:
+            raise Killed(what)
+
+    # --- Clock and Inbox ----------------------------------------------------------------------------
+
+    def now(self) -> float:
+        return self.time
+
+    def monotonic(self) -> float:
+        return self.time
+
+    def get(self, timeout: float) -> Sighting | None:
+        assert self.events is not None, "the inbox is read only while the node watch runs"
+        if not self.events and timeout > 0:
+            self.time += timeout
+            self.tick()
+        return self.events.pop(0) if self.events else None
+
+    # --- StagingFleet -------------------------------------------------------------------------------
+
+    def read(self) -> list[NodeFacts]:
+        return [
+            NodeFacts(
+                name=name,
+                labels=node.labels(),
+                annotations={HELD: node.held} if node.held else {},
+                unschedulable=node.state in IN_PROGRESS,
+                want_image=NEW,
+                want_tag=TAG,
+                driver=DriverPod("gpu-operator", f"driver-{name}", node.image, True),
+            )
+            for name, node in sorted(self.nodes.items())
+        ]
+
+    def pods_on_nodes(self, names: Collection[str]) -> dict[str, list[Pod]]:
+        return {name: [] for name in names}
+
+    def budgets(self) -> list[Budget]:
+        return []
+
+    def compare_resources(self, applies: bool) -> None:
+        pass
+
+    def planned_resources(self, applies: bool) -> list[str]:
+        return ["ClusterPolicy/gpu-cluster-policy: as declared, nothing to apply"] if self.applied else []
+
+    def writing(self) -> None:
+        pass
+
+    def hold(self, name: str, why: str) -> None:
+        self.nodes[name].skip, self.nodes[name].held = True, why
+        self._wrote(f"hold {name}", name)
+
+    def release(self, name: str) -> None:
+        self.nodes[name].skip, self.nodes[name].held = False, None
+        self._wrote(f"release {name}", name)
+
+    def apply_resources(self) -> None:
+        if not self.applied:  # as apply_needed: a resource already as declared gets no request
+            self.applied = True
+            self._wrote("apply")
+
+    def await_sync(self, timeout: float) -> bool:
+        if self.synced_by_engine_after is None or self.synced_by_engine_after > timeout:
+            self.time += timeout
+            return False
+        self.time += self.synced_by_engine_after
+        self.applied = True
+        return True
+
+    @contextlib.contextmanager
+    def node_watch(self) -> Iterator[World]:
+        self.events = [Sighting(tuple(self._node(name) for name in sorted(self.nodes)), listed=True)]
+        try:
+            yield self
+        finally:
+            self.events = None
+
+    def audit(self) -> AuditResult:
+        behind = [name for name, node in sorted(self.nodes.items()) if node.image != NEW and not node.skip]
+        findings = tuple(Finding(name, Status.MISSING, f"{name} runs {OLD}") for name in behind)
+        return AuditResult(audited=tuple(sorted(self.nodes)), findings=findings)
+
+
+@dataclass(frozen=True)
+class Settings:
+    stages: Stages = field(default_factory=Stages)
+    timeout: float = 600.0
+    dry_run: bool = False
+    hold_only: bool = False
+    await_sync: bool = False
+
+    @property
+    def applies(self) -> bool:
+        return not (self.hold_only or self.await_sync)
+
+
+@dataclass
+class Said:
+    lines: list[str] = field(default_factory=list)
+    notes: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+    result: AuditResult | None = None
+
+    def say(self, line: str) -> None:
+        self.lines.append(line)
+
+    def note(self, name: str, outcome: str, detail: str | None = None) -> None:
+        self.notes[name] = (outcome, detail)
+
+    def audited(self, result: AuditResult) -> None:
+        self.result = result
+
+
+def rollout(world: World, settings: Settings | None = None) -> tuple[bool, Said]:
+    said = Said()
+    staging = Staging(
+        world, world, said, settings or Settings(), rules=Policy(auto_upgrade=True), images=IMAGES
+    )
+    staging.start()
+    return staging.run(), said
+
+
+def finished_clean(world: World) -> bool:
+    return all(
+        node.state == State.DONE and node.image == NEW and not node.skip for node in world.nodes.values()
+    )
+
+
+# --- the order of a run -------------------------------------------------------------------------------
+
+
+def test_holds_then_apply_then_one_batch_at_a_time() -> None:
+    world = World.of(4)
+    ok, said = rollout(world, Settings(Stages(canary=1, batch=1)))
+    assert ok and finished_clean(world), said.lines
+    assert world.writes == [
+        "hold n1",
+        "hold n2",
+        "hold n3",
+        "apply",
+        "release n1",
+        "release n2",
+        "release n3",
+    ]
+    assert max(len(moving) for moving in world.history) == 1
+    assert said.lines[0] == f"held 3 node(s) with {SKIP_LABEL}=true until the canary is done: n1, n2, n3"
+    assert "n0: upgrade-required -> cordon-required" in said.lines  # from the watch's events
+    assert said.lines[-1] == "audit: OK" and said.result is not None and said.result.ok
+    assert said.notes == {f"n{i}": ("done", NEW) for i in range(4)}
+
+
+def test_a_batch_of_two_never_has_more_than_two_in_progress() -> None:
+    world = World.of(5)
+    ok, _ = rollout(world, Settings(Stages(canary=1, batch=2)))
+    assert ok and finished_clean(world)
+    assert max(len(moving) for moving in world.history) == 2
+    assert world.writes[5:] == ["release n1", "release n2", "release n3", "release n4"]
+
+
+def test_the_hold_says_since_when() -> None:
+    world = World.of(2, time=0.0)
+    rollout(world, Settings(hold_only=True))
+    assert world.nodes["n1"].held == "rollout since 1970-01-01T00:00:00Z"
+
+
+# --- resumable at every write ------------------------------------------------------------------------
+
+
+def writes_of_a_clean_run(count: int, stages: Stages) -> int:
+    world = World.of(count)
+    assert rollout(world, Settings(stages))[0]
+    return len(world.writes)
+
+
+@pytest.mark.parametrize(("count", "stages"), [(4, Stages(1, 1)), (5, Stages(1, 2)), (5, Stages(2, 0))])
+@pytest.mark.parametrize("gap", [0, 3, 40])  # ticks of the operator alone between the kill and the rerun
+def test_killed_after_any_write_a_rerun_stages_the_rest(count: int, stages: Stages, gap: int) -> None:
+    limit = max(stages.canary, stages.batch or count - stages.canary)
+    for kill_after in range(1, writes_of_a_clean_run(count, stages) + 1):
+        world = World.of(count, kill_after=kill_after)
+        with pytest.raises(Killed):
+            rollout(world, Settings(stages))
+        world.kill_after = None
+        world.idle(gap)
+        ok, said = rollout(world, Settings(stages))
+        where = f"killed after write {kill_after} ({world.writes[kill_after - 1]}), gap {gap}"
+        assert ok and finished_clean(world), f"{where}: {said.lines}"
+        most = max(len(moving) for moving in world.history)
+        assert most <= limit, f"{where}: {most} nodes in progress at once; {world.writes}"
+        assert all(node.held is None for node in world.nodes.values()), where
+
+
+def test_a_rerun_holds_every_moving_node_before_anything_else() -> None:
+    """Killed after the first hold: the rerun's first writes hold the rest, the canary stays free."""
+    world = World.of(4, kill_after=1)
+    with pytest.raises(Killed):
+        rollout(world, Settings())
+    world.kill_after = None
+    rollout(world, Settings())
+    assert world.writes[:4] == ["hold n1", "hold n2", "hold n3", "apply"]
+
+
+def test_resources_applied_by_someone_else_and_nothing_held() -> None:
+    """Found with the change live and the operator at one node: that node is the canary, the others
+    are held before the rollout waits for anything."""
+    world = World.of(4, applied=True, max_parallel=1)
+    world.idle(2)  # the operator marks them all upgrade-required, then takes n0
+    assert world.in_progress() == {"n0"}
+    ok, said = rollout(world, Settings(Stages(1, 1)))
+    assert ok and finished_clean(world), said.lines
+    assert world.writes[:3] == ["hold n1", "hold n2", "hold n3"]
+    assert "n0: at cordon-required" in said.lines
+    world.max_parallel = 100
+    assert max(len(moving) for moving in world.history) == 1
+
+
+def test_a_rerun_takes_the_node_in_progress_as_the_canary_not_the_first_by_name() -> None:
+    world = World({"a": MemNode(), "b": MemNode(), "c": MemNode()}, applied=True, max_parallel=1)
+    world.nodes["a"].skip = True  # someone else's hold: left alone
+    world.idle(2)
+    assert world.in_progress() == {"b"}
+    ok, said = rollout(world, Settings(Stages(1, 1)))
+    assert world.writes[0] == "hold c" and ok, said.lines
+    assert said.lines[0] == f"a: SKIPPED ({SKIP_LABEL}=true, not set by gpudrv)"
+    assert world.nodes["a"].skip and world.nodes["a"].image == OLD and said.notes["a"][0] == "skipped"
+
+
+# --- stops, each with nothing more changed -----------------------------------------------------------
+
+
+def test_the_image_gate_changes_nothing() -> None:
+    world = World.of(2)
+    staging = Staging(
+        world,
+        world,
+        said := Said(),
+        Settings(),
+        rules=Policy(auto_upgrade=True),
+        images=Images("main", "m.csv", frozenset()),
+    )
+    staging.start()
+    assert not staging.run()
+    assert said.lines == [
+        f"n0: image gate: {TAG} is not in m.csv on main",
+        f"n1: image gate: {TAG} is not in m.csv on main",
+        "nothing was changed",
+    ]
+    assert world.writes == []
+
+
+def test_a_dry_run_says_the_plan_and_writes_nothing() -> None:
+    world = World.of(3)
+    ok, said = rollout(world, Settings(dry_run=True))
+    assert ok and world.writes == []
+    assert said.lines == [
+        f"canary: n0 -> {NEW}",
+        f"would hold: n1 -> {NEW} (skip label until the canary is done)",
+        f"would hold: n2 -> {NEW} (skip label until the canary is done)",
+        "dry run: nothing was changed",
+    ]
+    assert {outcome for outcome, _ in said.notes.values()} == {"planned"}
+
+
+def test_hold_only_leaves_the_resources_to_the_engine_then_await_sync_goes_on() -> None:
+    world = World.of(3)
+    assert rollout(world, Settings(hold_only=True))[0]
+    assert world.writes == ["hold n1", "hold n2"] and not world.applied
+    world.synced_by_engine_after = 30.0
+    ok, said = rollout(world, Settings(Stages(1, 1), await_sync=True))
+    assert ok and finished_clean(world), said.lines
+    assert world.writes[2:] == ["release n1", "release n2"]  # the engine applied, not gpudrv
+    assert max(len(moving) for moving in world.history) == 1
+
+
+def test_await_sync_times_out_with_the_holds_kept() -> None:
+    world = World.of(2)
+    ok, said = rollout(world, Settings(await_sync=True, timeout=60))
+    assert not ok and world.writes == ["hold n1"] and world.nodes["n1"].skip
+    assert said.lines[-1].startswith("timed out after 60s waiting for the GitOps engine")
+
+
+def test_a_failed_canary_stops_the_releases() -> None:
+    world = World.of(3)
+    world.nodes["n0"].fails = True
+    ok, said = rollout(world, Settings())
+    assert not ok and world.writes == ["hold n1", "hold n2", "apply"]
+    assert said.lines[-1].startswith("upgrade failed on n0; 2 node(s) stay held by gpudrv")
+    assert any(line.startswith("n0: upgrade-failed") and "upgrade failed:" in line for line in said.lines)
+    assert said.notes["n0"] == ("failed", NEW) and said.notes["n1"] == ("held", NEW)
+
+
+def test_a_stuck_canary_times_out_and_its_stall_is_said() -> None:
+    world = World.of(2)
+    world.nodes["n0"].stuck = True
+    ok, said = rollout(world, Settings(timeout=60))
+    assert not ok and "release n1" not in world.writes
+    assert (
+        said.lines[-1]
+        == "timed out after 60s waiting for n0; gpudrv's holds stay: run gpudrv apply again to go on"
+    )
+    assert any(line.startswith("n0: cordon-required for ") for line in said.lines), said.lines
+    assert said.notes["n0"] == ("in-progress", State.CORDON)
+
+
+def test_every_node_already_on_its_image() -> None:
+    world = World.of(2, applied=True)
+    for node in world.nodes.values():
+        node.image = NEW
+    ok, said = rollout(world, Settings())
+    assert ok and world.writes == []
+    assert said.lines == [
+        "every node the driver resources select already runs its image (2 node(s))",
+        "audit: OK",
+    ]
