@@ -137,14 +137,14 @@ class Printed:
         self.record.audit = result
 
 
-Event = node_watch.Listed | node_watch.Changed | node_watch.Deleted
+WatchEvent = node_watch.Listed | node_watch.Changed | node_watch.Deleted
 
 
 @dataclass
 class WatchInbox:
     """The node watch's events, as the rollout sees them."""
 
-    events: queue.Queue[Event] = field(default_factory=queue.Queue)
+    events: queue.Queue[WatchEvent] = field(default_factory=queue.Queue)
 
     def get(self, timeout: float) -> Sighting | None:
         try:

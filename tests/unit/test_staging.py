@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from reconciler.core.audit import AuditResult, Finding, Status
-from reconciler.core.budget import Budget, Pod
+from reconciler.core.budget import Budget, Pod, Selector
 from reconciler.core.staging import Sighting, Staging
 from reconciler.core.supervise import HELD, DriverPod, NodeFacts, Policy, Stages
 from reconciler.core.tags import UPGRADE_STATE, Node
@@ -70,6 +70,8 @@ class World:
     history: list[frozenset[str]] = field(default_factory=list)  # the nodes in progress, at each change
     events: list[Sighting] | None = None  # the node watch's, while it runs
     synced_by_engine_after: float | None = None  # --await-sync: the engine applies them this much later
+    pods: dict[str, list[Pod]] = field(default_factory=dict)
+    pdbs: list[Budget] = field(default_factory=list)
 
     @classmethod
     def of(cls, count: int, **extra: object) -> World:
@@ -155,10 +157,10 @@ class World:
         ]
 
     def pods_on_nodes(self, names: Collection[str]) -> dict[str, list[Pod]]:
-        return {name: [] for name in names}
+        return {name: list(self.pods.get(name, [])) for name in names}
 
     def budgets(self) -> list[Budget]:
-        return []
+        return list(self.pdbs)
 
     def compare_resources(self, applies: bool) -> None:
         pass
@@ -434,3 +436,39 @@ def test_every_node_already_on_its_image() -> None:
         "every node the driver resources select already runs its image (2 node(s))",
         "audit: OK",
     ]
+
+
+def train(node: str) -> tuple[list[Pod], Budget]:
+    """A GPU pod on `node` and a budget over it that allows no disruption."""
+    pod = Pod("jobs", f"train-{node}", {"app": "train"}, owner_kind="ReplicaSet", gpu=True)
+    pdb = Budget(
+        "jobs", "train", Selector({"app": "train"}), min_available=1, current_healthy=1, desired_healthy=1
+    )
+    return [pod], pdb
+
+
+def test_a_budget_that_would_refuse_the_canary_changes_nothing() -> None:
+    world = World.of(2)
+    world.pods["n0"], pdb = train("n0")
+    world.pdbs.append(pdb)
+    ok, said = rollout(world, Settings())
+    assert not ok and world.writes == []
+    assert said.lines == [
+        "budget: PDB jobs/train allows 0 disruption(s) and the batch needs 1 (jobs/train-n0); "
+        "minAvailable 1, currentHealthy 1, desiredHealthy 1, disruptionsAllowed 0",
+        "the canary's drain would be refused: nothing was changed",
+    ]
+
+
+def test_a_batch_a_budget_would_refuse_waits_saying_so_once_then_times_out_held() -> None:
+    world = World.of(2)
+    world.pods["n1"], pdb = train("n1")
+    world.pdbs.append(pdb)
+    ok, said = rollout(world, Settings(timeout=60))
+    assert not ok and world.writes == ["hold n1", "apply"] and world.nodes["n1"].skip
+    waits = [line for line in said.lines if line.startswith("next batch waits: PDB jobs/train allows 0")]
+    assert len(waits) == 1, said.lines
+    assert said.lines[-1].startswith("timed out after 60s waiting for n1; gpudrv's holds stay")
+    world.pdbs.clear()  # the budget has room again: a rerun releases the batch
+    ok, said = rollout(world, Settings())
+    assert ok and finished_clean(world) and world.writes[2:] == ["release n1"], said.lines
