@@ -184,18 +184,19 @@ class Step:
 def first_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
     """Before anything moves: every moving node but the canary is held. The same on a rerun, whatever
     write the run before was killed at: the canary is what the operator already has in progress (a
-    released batch that it has started, say), else the first moving nodes gpudrv does not hold; every
-    other moving node not held and not started is held again, before the driver resources change or
-    anything is released. With nothing left unheld, the nodes before the held ones are done: the next
-    batch goes."""
+    released batch that it has started, say), topped up to --canary with the first moving nodes gpudrv
+    does not hold; every other moving node not held and not started is held again, before the driver
+    resources change or anything is released. With nothing left unheld, the nodes before the held
+    ones are done: the next batch goes."""
     candidates = moving(nodes)
     free = [node for node in candidates if not node.held]
     if not free and candidates:
         return next_step(nodes, stages)
     started = [node for node in free if node.state not in _IDLE]
-    canary = tuple(node.name for node in started or free[: stages.canary])
+    idle = [node for node in free if node.state in _IDLE]
+    canary = tuple(node.name for node in [*started, *idle[: max(stages.canary - len(started), 0)]])
     return Step(
-        hold=tuple(node.name for node in free if node.name not in canary and node.state in _IDLE),
+        hold=tuple(node.name for node in idle if node.name not in canary),
         in_flight=canary,
         finished=not candidates,
     )

@@ -338,3 +338,9 @@ def test_a_rerun_with_every_moving_node_held_releases_the_next_batch() -> None:
     nodes = [done("a"), node("b", "upgrade-required", held=True), node("c", held=True)]
     step = supervise.first_step(nodes, Stages(1, 1))
     assert (step.hold, step.release, step.in_flight) == ((), ("b",), ("b",))
+
+
+def test_a_rerun_tops_the_canary_up_with_free_nodes_not_more() -> None:
+    nodes = [node("a", "cordon-required"), node("b", "upgrade-required"), node("c"), node("d", held=True)]
+    assert supervise.first_step(nodes, Stages(canary=2)) == Step(hold=("c",), in_flight=("a", "b"))
+    assert supervise.first_step(nodes, Stages(canary=1)) == Step(hold=("b", "c"), in_flight=("a",))
