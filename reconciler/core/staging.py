@@ -8,7 +8,7 @@ write and run again, it goes on from the live states and its own holds: the hold
 driver resources change, and a rerun holds every moving node that is neither the canary nor started
 before it writes anything else (supervise.first_step), so the operator never has more nodes than the
 canary or the current batch. Reads and writes go through `StagingFleet` (commands/rollout.py's on a
-cluster, tests/unit/test_staging.py's in memory), node-watch events arrive in an `Inbox`, time is a
+cluster, tests/unit/memory_operator.py's in memory), node-watch events arrive in an `Inbox`, time is a
 `Clock`, lines and outcomes go to an `Output`.
 """
 
