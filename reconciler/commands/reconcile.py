@@ -32,8 +32,6 @@ from reconciler.render import audit as audit_text
 from reconciler.render import document
 from reconciler.render import reconcile as show
 
-log = logging.getLogger("gpudrv.reconcile")
-
 DEFAULT_MATRIX = "matrix/support-matrix.csv"
 
 
