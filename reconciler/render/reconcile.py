@@ -7,6 +7,7 @@ from typing import Any
 from reconciler.adapters.cluster.reviews import Answer, Report
 from reconciler.core.audit import Finding
 from reconciler.core.fleetwatch import Change, Kind
+from reconciler.core.reconcile_ports import AVAILABLE, MISSING, Event
 from reconciler.render import document
 
 PULL_BACKOFF = "its driver pod would be stuck in ImagePullBackOff"
@@ -40,6 +41,15 @@ def invalid_message(finding: Finding) -> str:
 
 def available_message(tag: str, where: str) -> str:
     return f"driver image {tag} is in the support matrix ({where})"
+
+
+def event_message(event: Event) -> str:
+    """A Node event's message, by its reason."""
+    if event.reason == AVAILABLE or event.finding is None:
+        return available_message(event.key, event.where)
+    if event.reason == MISSING:
+        return missing_message(event.finding, event.where)
+    return invalid_message(event.finding)
 
 
 # --- gpudrv reconcile --check-access ---------------------------------------------------------------
