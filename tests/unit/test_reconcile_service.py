@@ -1,4 +1,4 @@
-"""The reconcile loop's ports on real things (commands/reconcile_service.py): the Prometheus series the
+"""The reconcile loop's ports on real things (commands/reconcile/service.py): the Prometheus series the
 Exporter keeps, the inbox's batches, the events it posts, the node news it translates."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from reconciler.adapters.cluster.events import NodeEvent
 from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.adapters.serving.metrics import Metrics
-from reconciler.commands.reconcile_service import Exporter, QueueInbox, node_news
+from reconciler.commands.reconcile.service import Exporter, QueueInbox, node_news
 from reconciler.core.audit import Finding, Status
 from reconciler.core.reconcile_ports import (
     AVAILABLE,

@@ -1,7 +1,7 @@
 """`gpudrv reconcile`: the in-cluster half of gpudrv, a loop that pulls git and watches the nodes.
 
 Its settings, the commit it puts in force, the child `gpudrv apply`'s arguments, and its three modes:
-the loop (run: commands/reconcile_service.py around core/reconcile_loop.py), one audit for a CronJob
+the loop (run: commands/reconcile/service.py around core/reconcile_loop.py), one audit for a CronJob
 (run_once), and --check-access.
 """
 
@@ -178,7 +178,7 @@ def run(settings: Settings, options: kube.Options) -> int:
         raise GpudrvError(problem)
     if (problem := settings.source.credentials.problem(settings.source.url)) is not None:
         raise GpudrvError(problem)
-    from reconciler.commands.reconcile_service import Service  # it builds on this module
+    from reconciler.commands.reconcile.service import Service  # it builds on this module
 
     return Service(settings, options).run()
 
