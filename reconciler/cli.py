@@ -21,6 +21,7 @@ from reconciler.adapters.ci import actions_guard, github, output
 from reconciler.adapters.files import config
 from reconciler.adapters.kube import Options
 from reconciler.commands import ERROR, Installer, Output
+from reconciler.core import github_text
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
@@ -101,9 +102,9 @@ def _error(args: argparse.Namespace, error: GpudrvError) -> int:
     return ERROR
 
 
-def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
+def _error_summary(args: argparse.Namespace, message: str) -> github_text.Summary:
     verb = " ".join(str(part) for part in (args.command, getattr(args, "verb", None)) if part)
-    return github.Summary(f"gpudrv {verb}: error", github.text(message))
+    return github_text.Summary(f"gpudrv {verb}: error", github_text.text(message))
 
 
 def build_parser() -> argparse.ArgumentParser:

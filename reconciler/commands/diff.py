@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from reconciler.adapters import cluster, kube
@@ -41,5 +43,10 @@ def run(
     elif output.structured:
         print(document.text(show.as_json(drift), output))
     else:
-        print(show.as_text(drift, desired_dir, show.paint()))
+        print(show.as_text(drift, desired_dir, show.paint(terminal_colour())))
     return FINDINGS if drift.found else OK
+
+
+def terminal_colour() -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")

@@ -18,12 +18,12 @@ from reconciler.render import manifests as show
 def validate(folder: Path, output: Output) -> int:
     report = check(folder)
     if output is Output.GITHUB:
-        github.publish(show.annotate(report), show.summary(report), report.verdict())
+        github.publish(show.annotate(report), show.summary(report), show.verdict(report))
     elif output.structured:
         print(document.text(show.as_json(report), output))
     else:
         for problem in report.problems:
             print(problem.text())
         if not report.problems:
-            print(report.verdict())
+            print(show.verdict(report))
     return ERROR if report.problems else OK

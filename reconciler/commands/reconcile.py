@@ -562,7 +562,7 @@ class Reconciler:
 # --- check access ------------------------------------------------------------------------------------
 
 
-def check(gateway: kube.Gateway, settings: Settings) -> reviews.Report:
+def check(gateway: kube.Gateway, settings: Settings) -> access.Report:
     needs = access.needs(settings.lease_namespace, settings.lease_name, settings.apply is not None)
     return reviews.report(gateway, needs, access.excess(settings.apply is not None))
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import kube
+from reconciler.commands.diff import terminal_colour
 from reconciler.core import diff
 from reconciler.core.diff import Budget, BudgetDrift, Change, NodeDrift, State
 from reconciler.core.impact import NodeImpact, impact
@@ -155,12 +156,14 @@ def test_diff_paints_only_on_a_terminal_without_no_color(monkeypatch: pytest.Mon
 
     monkeypatch.setattr("sys.stdout", Tty())
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert diff_cmd.paint()(diff_cmd.RED, "x") == f"{diff_cmd.RED}x{diff_cmd.RESET}"
+    assert terminal_colour()
     monkeypatch.setenv("NO_COLOR", "1")
-    assert diff_cmd.paint()(diff_cmd.RED, "x") == "x"
+    assert not terminal_colour()
     Tty.isatty = lambda self: False  # type: ignore[method-assign]  # a pipe or a file
     monkeypatch.delenv("NO_COLOR")
-    assert diff_cmd.paint()(diff_cmd.RED, "x") == "x"
+    assert not terminal_colour()
+    assert diff_cmd.paint(True)(diff_cmd.RED, "x") == f"{diff_cmd.RED}x{diff_cmd.RESET}"
+    assert diff_cmd.paint(False)(diff_cmd.RED, "x") == "x"
 
 
 def test_live_budget_from_api_json() -> None:
