@@ -16,10 +16,9 @@ from reconciler.core.audit import AuditResult, Finding, Status
 from reconciler.core.matrix import Appended
 from reconciler.core.operator import Mode
 from reconciler.core.registry import Repository, Verification
-from reconciler.render import audit as audit_show
-from reconciler.render import document, words
+from reconciler.render import audit, document, words
 
-SHOWN_NODES = audit_show.SHOWN_NODES
+SHOWN_NODES = audit.SHOWN_NODES
 
 # --- matrix verify ---------------------------------------------------------------------------------
 
@@ -134,7 +133,7 @@ def with_references(result: AuditResult, repository: Repository) -> AuditResult:
 
 
 def audit_json(result: AuditResult, repository: Repository) -> dict[str, Any]:
-    return audit_show.as_json(result, registry=str(repository))
+    return audit.as_json(result, registry=str(repository))
 
 
 def audit_annotations(result: AuditResult, repository: Repository) -> list[github_text.Annotation]:
@@ -193,4 +192,9 @@ def audit_summary(result: AuditResult, repository: Repository) -> github_text.Su
 
 
 def audit_closing(result: AuditResult) -> str:
-    return audit_show.closing(result) + " (registry)"
+    return audit.closing(result) + " (registry)"
+
+
+def audit_text(result: AuditResult, present: int, repository: Repository) -> str:
+    """`audit --registry` as text: the audit's, against the `present` tags found in the registry."""
+    return audit.as_text(result, audit.images_in(present, str(repository)))

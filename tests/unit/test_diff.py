@@ -99,14 +99,14 @@ def test_budget_selector_and_policy_and_absence() -> None:
 
 
 def test_no_drift() -> None:
-    result = diff.diff([Node("n", LAB)], [Node("n", {**LAB, "x": "y"})], [], [])
+    result = diff.drift([Node("n", LAB)], [Node("n", {**LAB, "x": "y"})], [], [])
     assert not result.found
     assert diff_cmd.as_text(result, Path("fleet"), plain) == "no drift"
     assert diff_cmd.as_json(result) == {"kind": "diff", "ok": True, "nodes": [], "budgets": [], "drivers": []}
 
 
 def test_diff_text_like_kubectl_diff() -> None:
-    result = diff.diff(
+    result = diff.drift(
         [Node("lab-node-1", {MAJOR: "550", "extra": "yes"}, "f/n1.yaml:1"), Node("new", GPU, "f/new.yaml:1")],
         [Node("lab-node-1", {MAJOR: "535"}), Node("stray", GPU)],
         [Budget("gpu-drv", "trainer-pdb", {"minAvailable": 4, "selector": SELECTOR}, "f/w.yaml:30")],
@@ -140,7 +140,7 @@ def test_diff_text_like_kubectl_diff() -> None:
 
 
 def test_diff_colours_minus_red_plus_green() -> None:
-    result = diff.diff([Node("n", {MAJOR: "550"})], [Node("n", {MAJOR: "535"})])
+    result = diff.drift([Node("n", {MAJOR: "550"})], [Node("n", {MAJOR: "535"})])
 
     def paint(colour: str, text: str) -> str:
         return f"<{colour}>{text}</>"

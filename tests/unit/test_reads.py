@@ -18,7 +18,7 @@ from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands.explain import load_table
 from reconciler.core import audit, diff, operator, reads, rollout, tags, upgrade
-from reconciler.core.explain import explain
+from reconciler.core.explain import report
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Images, LiveNode
 from reconciler.render import audit as audit_view
@@ -154,7 +154,7 @@ def test_explain_reads_only_what_for_workloads_keeps(data: st.DataObject) -> Non
     nodes = data.draw(fleets(FLEETS[0]))
 
     def explained(given: list[Node]) -> dict[str, Any]:
-        return explain_view.as_json([explain(item, given, TABLE) for item in WORKLOADS], ok=True)
+        return explain_view.as_json([report(item, given, TABLE) for item in WORKLOADS], ok=True)
 
     assert explained(kept(nodes, reads.for_workloads(WORKLOADS))) == explained(nodes)
 
@@ -165,8 +165,8 @@ def test_diff_reads_only_the_declared_labels(data: st.DataObject) -> None:
     for fleet in FLEETS:
         desired = manifests.load_nodes(fleet)
         nodes = data.draw(fleets(fleet))
-        drift = diff_view.as_json(diff.diff(desired, kept(nodes, reads.for_declared(desired))))
-        assert drift == diff_view.as_json(diff.diff(desired, nodes))
+        drift = diff_view.as_json(diff.drift(desired, kept(nodes, reads.for_declared(desired))))
+        assert drift == diff_view.as_json(diff.drift(desired, nodes))
 
 
 def test_label_values_are_shared_across_nodes() -> None:
