@@ -15,8 +15,9 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.adapters.files import operator_contract
 from reconciler.commands import FINDINGS, OK, upgrades
-from reconciler.core import audit, diff, executor, upgrade
-from reconciler.core.executor import Installer, Outcome
+from reconciler.core import audit, diff, executor, fleet_upgrade, upgrade
+from reconciler.core.executor import Installer
+from reconciler.core.fleet_upgrade import Outcome
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import Images
 from reconciler.errors import GpudrvError
@@ -137,13 +138,13 @@ def _sync_budgets(fleet: Fleet, desired: upgrades.Desired) -> None:
 
 
 def _upgrade_all(fleet: Fleet, desired: upgrades.Desired, images: Images, settings: Settings) -> Outcome:
-    def read() -> executor.Round:
+    def read() -> fleet_upgrade.Round:
         live = upgrades.read_live(fleet, desired)
-        return executor.Round(
+        return fleet_upgrade.Round(
             upgrades.make_plans(desired, live, images, settings.force), live.pods, live.budgets
         )
 
-    return executor.Rollout(
+    return fleet_upgrade.FleetUpgrade(
         fleet, SystemHost(), images, settings.options(), read, owner=run_owner, reporter=Progress
     ).run()
 

@@ -16,7 +16,7 @@ from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import cuda, operator, placement
+from reconciler.core import cuda, driver_images, placement
 from reconciler.core.explain import Report, report
 from reconciler.core.operator import Mode
 from reconciler.core.placement import Workload
@@ -88,7 +88,7 @@ def _as_upgraded(source: NodeSource, nodes: list[Node]) -> list[Node]:
     if contract.mode is Mode.LAB:
         return nodes
     wanted = {want.node.name: want for want in operator_contract.wants(contract, nodes).wants}
-    return [operator.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
+    return [driver_images.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
 
 
 def parse_target(target: str | None) -> tuple[str | None, str | None]:

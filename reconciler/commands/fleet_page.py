@@ -16,9 +16,10 @@ from reconciler.adapters import git
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
 from reconciler.core import fleet_page
+from reconciler.core.driver_images import Wants
 from reconciler.core.fleet_page import Change, NodeState
 from reconciler.core.matrix import Matrix
-from reconciler.core.operator import Mode, Wants
+from reconciler.core.operator import Mode
 from reconciler.core.os_tags import Release
 from reconciler.core.tags import UPGRADE_STATE
 from reconciler.core.upgrade import LiveNode

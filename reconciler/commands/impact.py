@@ -18,8 +18,8 @@ from reconciler.adapters.git import contract_at
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
+from reconciler.core.driver_images import Want
 from reconciler.core.impact import Impact, Side, impact_sides, impact_wants
-from reconciler.core.operator import Want
 from reconciler.core.tags import ImageKey
 from reconciler.render import impact
 

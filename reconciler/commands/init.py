@@ -30,7 +30,8 @@ from reconciler.adapters.files.scaffold import (
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
 from reconciler.core import matrix, scaffold
-from reconciler.core.operator import Mode, Wants
+from reconciler.core.driver_images import Wants
+from reconciler.core.operator import Mode
 from reconciler.errors import GpudrvError
 
 WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml")

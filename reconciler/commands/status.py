@@ -11,8 +11,8 @@ from reconciler.adapters.files import declared_nodes, manifests, operator_contra
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
 from reconciler.core import audit, budget, reads, rollout, supervise, tags, upgrade
+from reconciler.core.driver_images import Want
 from reconciler.core.fleet_page import reasons_by_node
-from reconciler.core.operator import Want
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
 from reconciler.render import document

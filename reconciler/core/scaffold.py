@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core import tags
-from reconciler.core.operator import API_VERSIONS, OS_VERSION_MAJOR, Contract, DriverResource, Kind, Want
+from reconciler.core.driver_images import Want
+from reconciler.core.operator import API_VERSIONS, OS_VERSION_MAJOR, Contract, DriverResource, Kind
 from reconciler.core.tags import ImageKey, Node
 
 MATRIX_HEADER = "driver_branch,kernel,os_tag"

@@ -12,7 +12,8 @@ from typing import Any
 
 from reconciler.core import github_text
 from reconciler.core.audit import AuditResult, Finding, Status
-from reconciler.core.operator import DriverResource, FleetNote, Mode
+from reconciler.core.driver_images import FleetNote
+from reconciler.core.operator import DriverResource, Mode
 from reconciler.render import document, words
 
 SHOWN_NODES = 10  # past this many, an annotation counts the nodes instead of naming them all

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core.audit import AuditResult
-from reconciler.core.operator import Wants
+from reconciler.core.driver_images import Wants
 from reconciler.core.rollout import Move
 from reconciler.core.upgrade import Gate, Images, NodePlan
 from reconciler.render import document, table

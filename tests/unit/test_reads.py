@@ -17,7 +17,7 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands.explain import load_table
-from reconciler.core import audit, diff, operator, reads, rollout, tags, upgrade
+from reconciler.core import audit, diff, driver_images, operator, reads, rollout, tags, upgrade
 from reconciler.core.explain import report
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Images, LiveNode
@@ -104,7 +104,7 @@ def test_audit_and_report_read_only_what_for_contract_keeps(data: st.DataObject)
 
         def audited(given: list[Node], contract: Any = contract, in_matrix: Any = in_matrix) -> Any:
             try:
-                found = operator.wants(contract, given)
+                found = driver_images.wants(contract, given)
             except operator.ContractError as exc:
                 return ("refused", str(exc))
             per_node = {w.node.name: (w.tag, w.node.labels.get(tags.UPGRADE_STATE)) for w in found.wants}
