@@ -51,9 +51,15 @@ from reconciler.core.fleetwatch import Change, FleetAudit, Kind
 from reconciler.core.operator import Contract
 from reconciler.core.upgrade import ALL_STATES
 from reconciler.errors import GpudrvError
-from reconciler.render import audit as audit_text
-from reconciler.render import document
-from reconciler.render import reconcile as show
+from reconciler.render import audit, document
+from reconciler.render.reconcile import (
+    access_json,
+    access_text,
+    available_message,
+    change_line,
+    invalid_message,
+    missing_message,
+)
 
 log = logging.getLogger("gpudrv.reconcile")
 
@@ -415,7 +421,7 @@ class Reconciler:
             elif change.kind in (Kind.CLEARED, Kind.GONE):
                 self.reported.pop(change.node, None)
         for change in changes[:LOGGED_CHANGES]:
-            log.info("%s", show.change_line(change))
+            log.info("%s", change_line(change))
         if len(changes) > LOGGED_CHANGES:
             log.info("... and %d more node changes", len(changes) - LOGGED_CHANGES)
 
@@ -436,14 +442,14 @@ class Reconciler:
         recount = not self.initial
         where = f"{snapshot.matrix} at {snapshot.commit[:12]}"
         if change.kind is Kind.MISSING and change.finding is not None:
-            return NodeEvent(change.node, MISSING, show.missing_message(change.finding, where),
+            return NodeEvent(change.node, MISSING, missing_message(change.finding, where),
                              change.finding.detail, recount=recount)  # fmt: skip
         if change.kind is Kind.INVALID and change.finding is not None:
-            return NodeEvent(change.node, INVALID, show.invalid_message(change.finding),
+            return NodeEvent(change.node, INVALID, invalid_message(change.finding),
                              change.finding.detail, recount=recount)  # fmt: skip
         if change.kind is Kind.CLEARED:
             tag = change.tag or ""
-            return NodeEvent(change.node, AVAILABLE, show.available_message(tag, where), tag, warning=False)
+            return NodeEvent(change.node, AVAILABLE, available_message(tag, where), tag, warning=False)
         return None
 
     def _refresh_events(self, snapshot: Snapshot) -> None:
@@ -569,7 +575,7 @@ def check(gateway: kube.Gateway, settings: Settings) -> access.Report:
 
 def check_access(settings: Settings, options: kube.Options, output: Output) -> int:
     report = check(kube.connect(options), settings)
-    print(document.text(show.access_json(report), output) if output.structured else show.access_text(report))
+    print(document.text(access_json(report), output) if output.structured else access_text(report))
     return OK if not report.missing and not report.excess else FINDINGS
 
 
@@ -593,13 +599,13 @@ def once(settings: Settings, options: kube.Options) -> int:
         sink.post(NodeEvent(
             finding.node,
             MISSING if missing else INVALID,
-            show.missing_message(finding, where) if missing else show.invalid_message(finding),
+            missing_message(finding, where) if missing else invalid_message(finding),
             finding.detail,
             recount=False,
         ))  # fmt: skip
     sink.stop(timeout=60)
     print(f"commit {commit[:12]} of {settings.source.branch}: {len(result.audited)} GPU nodes")
-    print(audit_text.as_text(result))
+    print(audit.as_text(result))
     return OK if result.ok else FINDINGS
 
 

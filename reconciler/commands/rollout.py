@@ -21,15 +21,13 @@ from reconciler.adapters.cluster import label_selector, node_watch, operator_fle
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
-from reconciler.commands import FINDINGS, OK, driver_resources
-from reconciler.commands import upgrades as up
+from reconciler.commands import FINDINGS, OK, driver_resources, upgrades
 from reconciler.core import audit, budget, supervise
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind, Mode
 from reconciler.core.supervise import HELD, NodeFacts, Stages, Step
 from reconciler.core.tags import GPU_PRESENT
-from reconciler.core.upgrade import SKIP_LABEL as SKIP
-from reconciler.core.upgrade import Images, State, image_gate
+from reconciler.core.upgrade import SKIP_LABEL, Images, State, image_gate
 from reconciler.errors import GpudrvError
 
 POLL_SECONDS = 2.0
@@ -64,12 +62,12 @@ def wanted(from_dir: Path) -> bool:
     return bool(operator_contract.load_resources(from_dir))
 
 
-def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+def run(settings: Settings, options: kube.Options, record: upgrades.Record | None = None) -> int:
     """The staged rollout; `record` (-o json, yaml, github) gets the outcome of each node it moves."""
-    record = record or up.Record()
+    record = record or upgrades.Record()
     declared = operator_contract.load_resources(settings.from_dir)
-    images = up.load_images(settings.matrix, settings.merged_ref)
-    fleet = up.connect(options)
+    images = upgrades.load_images(settings.matrix, settings.merged_ref)
+    fleet = upgrades.connect(options)
     if settings.release:
         return _release_all(fleet, settings, record)
     version = settings.operator_version or operator_contract.live_operator_version(fleet.gateway)
@@ -196,14 +194,14 @@ def _show_plan(
         print(f"would hold: {name} -> {by_name[name].want_image} (skip label until the canary is done)")
 
 
-def _release_all(fleet: Fleet, settings: Settings, record: up.Record) -> int:
+def _release_all(fleet: Fleet, settings: Settings, record: upgrades.Record) -> int:
     held = [
         live.node.name
         for live in fleet.gpu_nodes(settings.selector)
-        if live.node.labels.get(SKIP) == "true" and HELD in live.annotations
+        if live.node.labels.get(SKIP_LABEL) == "true" and HELD in live.annotations
     ]
     for name in held:
-        fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
+        fleet.patch_node(name, labels={SKIP_LABEL: None}, annotations={HELD: None})
         print(f"{name}: released (gpudrv's skip label removed)")
         record.note(name, "released")
     print(f"released {len(held)} node(s) gpudrv held; the operator upgrades them now")
@@ -220,7 +218,7 @@ class Rollout:
         settings: Settings,
         *,
         declared: list[DriverResource],
-        record: up.Record,
+        record: upgrades.Record,
     ) -> None:
         self.fleet, self.contract, self.images, self.rules = fleet, contract, images, rules
         self.settings, self.declared, self.record = settings, declared, record
@@ -286,7 +284,7 @@ class Rollout:
             if node.name not in self.named:
                 continue
             if node.skipped_by_someone_else and not node.done:
-                self.record.note(node.name, "skipped", f"{SKIP}=true, not set by gpudrv")
+                self.record.note(node.name, "skipped", f"{SKIP_LABEL}=true, not set by gpudrv")
             elif node.done:
                 self.record.note(node.name, "done", node.want_image)
             elif node.state == State.FAILED:
@@ -309,13 +307,18 @@ class Rollout:
     def hold(self, names: tuple[str, ...]) -> None:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         for name in names:
-            self.fleet.patch_node(name, labels={SKIP: "true"}, annotations={HELD: f"rollout since {stamp}"})
+            self.fleet.patch_node(
+                name, labels={SKIP_LABEL: "true"}, annotations={HELD: f"rollout since {stamp}"}
+            )
         if names:
-            print(f"held {len(names)} node(s) with {SKIP}=true until the canary is done: {', '.join(names)}")
+            print(
+                f"held {len(names)} node(s) with {SKIP_LABEL}=true until the canary is done: "
+                f"{', '.join(names)}"
+            )
 
     def release(self, names: tuple[str, ...]) -> None:
         for name in names:
-            self.fleet.patch_node(name, labels={SKIP: None}, annotations={HELD: None})
+            self.fleet.patch_node(name, labels={SKIP_LABEL: None}, annotations={HELD: None})
         print(f"released {len(names)} node(s) to the operator: {', '.join(names)}", flush=True)
 
     def watch(self, change: Callable[[], bool]) -> int:

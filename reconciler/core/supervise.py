@@ -19,9 +19,8 @@ from typing import Any
 from reconciler.core import budget
 from reconciler.core.budget import Pod, Role
 from reconciler.core.duration import show
-from reconciler.core.tags import UPGRADE_STATE as STATE
-from reconciler.core.upgrade import SKIP_LABEL as SKIP
-from reconciler.core.upgrade import State as OperatorState
+from reconciler.core.tags import UPGRADE_STATE
+from reconciler.core.upgrade import SKIP_LABEL, State
 
 HELD = "gpudrv.dev/held"  # gpudrv set this node's skip label; the value says why
 VALIDATOR_APP = "nvidia-operator-validator"  # main.go: WithValidationEnabled("app=nvidia-operator-validator")
@@ -31,7 +30,7 @@ EVENT_REASON = "GPUDriverUpgrade"  # util.go GetEventReason: upper(driver name) 
 
 def state_of(labels: Mapping[str, str]) -> str:
     """The state label as it is: a value gpudrv does not know is shown, never read as no state."""
-    return labels.get(STATE, "")
+    return labels.get(UPGRADE_STATE, "")
 
 
 @dataclass(frozen=True)
@@ -117,7 +116,7 @@ class NodeFacts:
 
     @property
     def skipped(self) -> bool:
-        return self.labels.get(SKIP) == "true"
+        return self.labels.get(SKIP_LABEL) == "true"
 
     @property
     def held(self) -> bool:
@@ -139,12 +138,12 @@ class NodeFacts:
 
     @property
     def done(self) -> bool:
-        return self.state == OperatorState.DONE and self.in_sync
+        return self.state == State.DONE and self.in_sync
 
 
 def skipped_line(name: str) -> str:
     """How a node the user holds is named, once per run (lab mode and plan say SKIPPED too)."""
-    return f"{name}: SKIPPED ({SKIP}=true, not set by gpudrv)"
+    return f"{name}: SKIPPED ({SKIP_LABEL}=true, not set by gpudrv)"
 
 
 def user_skipped(nodes: Iterable[NodeFacts]) -> list[NodeFacts]:
@@ -200,7 +199,7 @@ def first_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
     )
 
 
-_IDLE = frozenset({"", OperatorState.DONE, OperatorState.REQUIRED})
+_IDLE = frozenset({"", State.DONE, State.REQUIRED})
 
 
 def next_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
@@ -209,7 +208,7 @@ def next_step(nodes: Sequence[NodeFacts], stages: Stages) -> Step:
     candidates = moving(nodes)
     released = [node for node in candidates if not node.held]
     held = [node for node in candidates if node.held]
-    failed = tuple(node.name for node in released if node.state == OperatorState.FAILED)
+    failed = tuple(node.name for node in released if node.state == State.FAILED)
     if failed:
         return Step(in_flight=tuple(node.name for node in released), failed=failed)
     if released:
@@ -271,12 +270,12 @@ def stall(node: NodeFacts, context: Context) -> str:
     if node.held:
         return "held by gpudrv (skip label) until the nodes before it are done"
     if node.skipped_by_someone_else:
-        return f"{SKIP}=true was set by someone else: the operator leaves this node alone"
-    if state in ("", OperatorState.DONE):
+        return f"{SKIP_LABEL}=true was set by someone else: the operator leaves this node alone"
+    if state in ("", State.DONE):
         return _driver_stall(node, context) or "waiting for the operator to mark it upgrade-required"
-    if state not in set(OperatorState):
+    if state not in set(State):
         return f"in a state gpudrv does not know ({state!r}): see the operator's log"
-    return _BY_STATE.get(OperatorState(state), _operator_step)(node, context)
+    return _BY_STATE.get(State(state), _operator_step)(node, context)
 
 
 def _slot_stall(node: NodeFacts, context: Context) -> str:
@@ -315,8 +314,8 @@ def _jobs_stall(node: NodeFacts, context: Context) -> str:
 
 def _eviction_stall(node: NodeFacts, context: Context) -> str:
     state = node.state
-    pods = evicted(node.pods, context.rules) if state == OperatorState.DRAIN else evicted(node.pods, Policy())
-    step = "drain" if state == OperatorState.DRAIN else "GPU pod deletion"
+    pods = evicted(node.pods, context.rules) if state == State.DRAIN else evicted(node.pods, Policy())
+    step = "drain" if state == State.DRAIN else "GPU pod deletion"
     refusals = budget_refusals(pods, context.budgets)
     if refusals:
         return f"{step} refused: " + "; ".join(refusals)
@@ -372,15 +371,15 @@ def _failed(node: NodeFacts, context: Context) -> str:
 
 
 _BY_STATE = {
-    OperatorState.REQUIRED: _slot_stall,
-    OperatorState.WAIT_FOR_JOBS: _jobs_stall,
-    OperatorState.POD_DELETION: _eviction_stall,
-    OperatorState.DRAIN: _eviction_stall,
-    OperatorState.POD_RESTART: _restart_stall,
-    OperatorState.VALIDATION: _validator_stall,
-    OperatorState.FAILED: _failed,
-    OperatorState.NODE_MAINTENANCE: _maintenance,
-    OperatorState.POST_MAINTENANCE: _maintenance,
+    State.REQUIRED: _slot_stall,
+    State.WAIT_FOR_JOBS: _jobs_stall,
+    State.POD_DELETION: _eviction_stall,
+    State.DRAIN: _eviction_stall,
+    State.POD_RESTART: _restart_stall,
+    State.VALIDATION: _validator_stall,
+    State.FAILED: _failed,
+    State.NODE_MAINTENANCE: _maintenance,
+    State.POST_MAINTENANCE: _maintenance,
 }
 
 

@@ -6,14 +6,14 @@ from reconciler.core import supervise
 from reconciler.core.budget import DRAIN_SKIP_LABEL, Budget, Pod, Selector
 from reconciler.core.supervise import (
     HELD,
-    SKIP,
-    STATE,
     Context,
     DriverPod,
     NodeFacts,
     Stages,
     Step,
 )
+from reconciler.core.tags import UPGRADE_STATE
+from reconciler.core.upgrade import SKIP_LABEL, State
 
 NEW = "nvcr.io/nvidia/driver:570-5.15.0-119-generic-ubuntu22.04"
 OLD = "nvcr.io/nvidia/driver:550-5.15.0-119-generic-ubuntu22.04"
@@ -29,10 +29,10 @@ def node(  # noqa: PLR0917
     skipped: bool = False,
     **extra: object,
 ) -> NodeFacts:
-    labels = {STATE: state} if state else {}
+    labels = {UPGRADE_STATE: state} if state else {}
     annotations = {}
     if held or skipped:
-        labels[SKIP] = "true"
+        labels[SKIP_LABEL] = "true"
     if held:
         annotations[HELD] = "rollout"
     driver = DriverPod("gpu-operator", f"driver-{name}", image, ready) if image else None
@@ -168,7 +168,7 @@ def test_a_drain_refused_by_a_budget_names_it() -> None:
 def test_an_image_pull_failure_names_the_missing_matrix_row() -> None:
     pulling = NodeFacts(
         "a",
-        {STATE: "pod-restart-required"},
+        {UPGRADE_STATE: "pod-restart-required"},
         {},
         True,
         NEW,
@@ -197,7 +197,7 @@ def test_validation_waits_are_named() -> None:
 
 
 def test_every_state_has_words() -> None:
-    for state in supervise.OperatorState:
+    for state in State:
         assert supervise.stall(node("a", state), context())
     assert "does not know ('frobnicate-required')" in supervise.stall(
         node("a", "frobnicate-required"), context()
@@ -266,7 +266,7 @@ def test_watch_events_and_reads_share_one_history() -> None:
 def pooled(name: str, image: str, owner: str, want_driver: str, state: str = "upgrade-done") -> NodeFacts:
     return NodeFacts(
         name=name,
-        labels={STATE: state},
+        labels={UPGRADE_STATE: state},
         annotations={},
         unschedulable=False,
         want_image=NEW,
