@@ -254,11 +254,11 @@ def registry_options(parser: argparse.ArgumentParser, audit: bool = False) -> No
 
 def repository(args: argparse.Namespace) -> Repository:
     """--registry REPO, else gpudrv.yaml's registry: one error line when neither says."""
-    from reconciler.commands import registry as registry_command  # only for the verbs that read a registry
+    from reconciler.commands import registry  # only for the verbs that read a registry
 
     if args.registry not in (None, FROM_CONFIG):
-        return registry_command.repository(args.registry)
-    return registry_command.repository(args.config_registry, args.config_path)
+        return registry.repository(args.registry)
+    return registry.repository(args.config_registry, args.config_path)
 
 
 # --- gpudrv reconcile ----------------------------------------------------------------------------

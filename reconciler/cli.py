@@ -14,13 +14,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler import __version__, parsing, usage
-from reconciler import arguments as args_
+from reconciler import __version__, arguments, parsing, usage
 from reconciler.adapters import kube, sources
 from reconciler.adapters.ci import actions_guard, github, output
 from reconciler.adapters.files import config
 from reconciler.adapters.kube import Options
 from reconciler.commands import ERROR, Installer, Output
+from reconciler.core import github_text
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
@@ -56,8 +56,8 @@ def _main(argv: Sequence[str] | None) -> int:
     handler: Handler = args.handler
     _default_output(args)
     try:
-        args_.refuse_empty(args)
-        args_.configure(args)
+        arguments.refuse_empty(args)
+        arguments.configure(args)
         return handler(args)
     except kube.NoCluster as exc:
         return _error(args, GpudrvError(_no_cluster(args, exc)))
@@ -101,9 +101,9 @@ def _error(args: argparse.Namespace, error: GpudrvError) -> int:
     return ERROR
 
 
-def _error_summary(args: argparse.Namespace, message: str) -> github.Summary:
+def _error_summary(args: argparse.Namespace, message: str) -> github_text.Summary:
     verb = " ".join(str(part) for part in (args.command, getattr(args, "verb", None)) if part)
-    return github.Summary(f"gpudrv {verb}: error", github.text(message))
+    return github_text.Summary(f"gpudrv {verb}: error", github_text.text(message))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -113,25 +113,29 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
     parser.add_argument(
         "--config",
-        type=args_.given("--config", "path"),  # a name, checked as a file by config.load
+        type=arguments.given("--config", "path"),  # a name, checked as a file by config.load
         metavar="PATH",
         help=f"flag defaults (default: ${config.ENVIRONMENT}, else {config.DEFAULT_NAME} in this directory "
         "or above it, up to the repository root)",
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: the list, exit 2
-    nodes, matrix_file, output = args_.node_options(), args_.matrix_option(), args_.output_option()
-    selector, empty = args_.selector_option(), args_.allow_empty_option()
+    nodes, matrix_file, output = (
+        arguments.node_options(),
+        arguments.matrix_option(),
+        arguments.output_option(),
+    )
+    selector, empty = arguments.selector_option(), arguments.allow_empty_option()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes, output], **usage.of("tag"))
-    tag_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
+    tag_cmd.add_argument("node", type=arguments.given("NODE", "node name"), metavar="NODE")
     tag_cmd.set_defaults(handler=_tag)
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, selector, empty, matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[nodes, selector, empty, matrix_file, arguments.output_option(Output.GITHUB)],
         **usage.of("audit"),
     )
-    args_.registry_options(audit_cmd, audit=True)
+    arguments.registry_options(audit_cmd, audit=True)
     audit_cmd.set_defaults(handler=_audit)
 
     _add_matrix_commands(commands, matrix_file)
@@ -147,17 +151,17 @@ def build_parser() -> argparse.ArgumentParser:
 def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     init_cmd = commands.add_parser("init", **usage.of("init"))
     init_cmd.add_argument(
-        "folder", nargs="?", type=args_.path("DIR"), default=Path(), metavar="DIR", help="default: ."
+        "folder", nargs="?", type=arguments.path("DIR"), default=Path(), metavar="DIR", help="default: ."
     )
     init_cmd.add_argument(
         "--name",
         default="prod",
-        type=args_.given("--name", "name"),
+        type=arguments.given("--name", "name"),
         help="the cluster's folder (default prod)",
     )
     init_cmd.add_argument(
         "--action",
-        type=args_.given("--action", "OWNER/NAME@COMMIT"),
+        type=arguments.given("--action", "OWNER/NAME@COMMIT"),
         metavar="OWNER/NAME@COMMIT",
         help="the gpudrv the workflows and hooks use (default: the repository and commit this gpudrv "
         "was built from)",
@@ -168,10 +172,10 @@ def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentPars
         help="the GPU nodes, driver resources and images of the live cluster, instead of an example",
     )
     group = init_cmd.add_argument_group("cluster (with --from-cluster)")
-    args_.cluster_options(group)
+    arguments.cluster_options(group)
     group.add_argument(
         "--operator-version",
-        type=args_.given("--operator-version", "version"),
+        type=arguments.given("--operator-version", "version"),
         metavar="VERSION",
         help="GPU Operator release, like v26.3.3 (default: the running operator's)",
     )
@@ -193,8 +197,8 @@ def _add_explain_command(
     explain_cmd.add_argument(
         "-o",
         "--output",
-        choices=args_.values(Output.TEXT, Output.JSON, Output.YAML, Output.GITHUB),
-        help=f"text, json, yaml or {args_.GITHUB_HELP}",
+        choices=arguments.values(Output.TEXT, Output.JSON, Output.YAML, Output.GITHUB),
+        help=f"text, json, yaml or {arguments.GITHUB_HELP}",
     )
     explain_cmd.set_defaults(handler=_explain)
 
@@ -207,13 +211,13 @@ def _add_matrix_commands(
 
     validate = verbs.add_parser(
         "validate",
-        parents=[matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[matrix_file, arguments.output_option(Output.GITHUB)],
         **usage.of("matrix validate"),
     )
     validate.add_argument(
         "path",
         nargs="?",
-        type=args_.file_path("PATH"),
+        type=arguments.file_path("PATH"),
         metavar="PATH",
         help="matrix file (default: --matrix)",
     )
@@ -221,7 +225,7 @@ def _add_matrix_commands(
 
     add = verbs.add_parser(
         "add",
-        parents=[matrix_file, args_.output_option()],
+        parents=[matrix_file, arguments.output_option()],
         usage="gpudrv matrix add [--matrix PATH] [-o FORMAT] (BRANCH KERNEL OS_TAG | --tag TAG)",
         **usage.of("matrix add"),
     )
@@ -237,10 +241,10 @@ def _add_matrix_verify(
 ) -> None:
     verify = verbs.add_parser(
         "verify",
-        parents=[matrix_file, args_.output_option(Output.GITHUB)],
+        parents=[matrix_file, arguments.output_option(Output.GITHUB)],
         **usage.of("matrix verify"),
     )
-    args_.registry_options(verify)
+    arguments.registry_options(verify)
     verify.add_argument(
         "--list-tags", action="store_true", help="also list the registry's tags: note those the matrix lacks"
     )
@@ -250,7 +254,7 @@ def _add_matrix_verify(
     verify.set_defaults(
         handler=lambda a: _registry().verify(
             a.matrix,
-            args_.repository(a),
+            arguments.repository(a),
             list_tags=a.list_tags,
             write=a.write,
             output=a.output,
@@ -274,28 +278,33 @@ def _add_matrix_git_commands(
 ) -> None:
     history_cmd = verbs.add_parser(
         "history",
-        parents=[matrix_file, args_.output_option()],
+        parents=[matrix_file, arguments.output_option()],
         **usage.of("matrix history"),
     )
     history_cmd.set_defaults(handler=_history)
 
     impact_cmd = verbs.add_parser(
         "impact",
-        parents=[args_.node_options(), args_.selector_option(), args_.allow_empty_option(), matrix_file],
+        parents=[
+            arguments.node_options(),
+            arguments.selector_option(),
+            arguments.allow_empty_option(),
+            matrix_file,
+        ],
         **usage.of("matrix impact"),
     )
     impact_cmd.add_argument(
         "--base",
         required=True,
-        type=args_.given("--base", "git ref"),
+        type=arguments.given("--base", "git ref"),
         metavar="REF",
         help="git ref to compare with",
     )
     impact_cmd.add_argument(
         "-o",
         "--output",
-        choices=args_.values(Output.TEXT, Output.JSON, Output.YAML, Output.MARKDOWN, Output.GITHUB),
-        help=f"text, json, yaml, markdown (for a PR summary) or {args_.GITHUB_HELP}",
+        choices=arguments.values(Output.TEXT, Output.JSON, Output.YAML, Output.MARKDOWN, Output.GITHUB),
+        help=f"text, json, yaml, markdown (for a PR summary) or {arguments.GITHUB_HELP}",
     )
     impact_cmd.set_defaults(handler=_impact)
 
@@ -305,17 +314,17 @@ def _add_diff_command(
 ) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[selector, args_.output_option(Output.GITHUB)],
+        parents=[selector, arguments.output_option(Output.GITHUB)],
         **usage.of("diff"),
     )
     diff_cmd.add_argument(
         "--from",
         dest="from_dir",
-        type=args_.path("--from"),
+        type=arguments.path("--from"),
         metavar="DIR",
         help="manifests in git (default: gpudrv.yaml's fleet)",
     )
-    args_.cluster_options(diff_cmd)
+    arguments.cluster_options(diff_cmd)
     diff_cmd.set_defaults(handler=_diff)
 
 
@@ -324,15 +333,16 @@ def _add_manifests_command(commands: argparse._SubParsersAction[argparse.Argumen
     verbs = group.add_subparsers(dest="verb", metavar="VERB")
     validate = verbs.add_parser(
         "validate",
-        parents=[args_.output_option(Output.GITHUB)],
+        parents=[arguments.output_option(Output.GITHUB)],
         **usage.of("manifests validate"),
     )
     validate.add_argument(
         "--from",
         dest="folder",
-        type=args_.path("--from"),
+        type=arguments.path("--from"),
         metavar="DIR",
-        help=f"*.yaml/*.yml files under DIR (default: gpudrv.yaml's fleet, else {args_.DEFAULT_MANIFESTS})",
+        help="*.yaml/*.yml files under DIR "
+        f"(default: gpudrv.yaml's fleet, else {arguments.DEFAULT_MANIFESTS})",
     )
     validate.set_defaults(handler=_manifests_validate)
 
@@ -367,13 +377,13 @@ def _add_upgrade_commands(
     gates = argparse.ArgumentParser(add_help=False)
     gates.add_argument(
         "--merged-ref",
-        type=args_.given("--merged-ref", "git ref"),
+        type=arguments.given("--merged-ref", "git ref"),
         metavar="REF",
         help="where the image gate reads the matrix (default: origin/main, else main)",
     )
     gates.add_argument("--force", action="store_true", help="also delete pods that have no controller")
 
-    desired = [args_.node_options(desired=True), *nodes[1:]]  # nodes: [node options, -l, --allow-empty]
+    desired = [arguments.node_options(desired=True), *nodes[1:]]  # nodes: [node options, -l, --allow-empty]
     plan_cmd = commands.add_parser(
         "plan",
         parents=[*desired, matrix_file, gates, output],
@@ -383,25 +393,29 @@ def _add_upgrade_commands(
 
     apply_cmd = commands.add_parser(
         "apply",
-        parents=[*desired, matrix_file, gates, args_.output_option(Output.GITHUB)],
+        parents=[*desired, matrix_file, gates, arguments.output_option(Output.GITHUB)],
         **usage.of("apply"),
     )
     apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
     apply_cmd.add_argument(
-        "--max-parallel", type=args_.positive, default=1, metavar="N", help="nodes at a time (default 1)"
+        "--max-parallel", type=arguments.positive, default=1, metavar="N", help="nodes at a time (default 1)"
     )
     apply_cmd.add_argument(
-        "--drain-timeout", type=args_.seconds, default=300.0, metavar="D", help="per drain step (default 5m)"
+        "--drain-timeout",
+        type=arguments.seconds,
+        default=300.0,
+        metavar="D",
+        help="per drain step (default 5m)",
     )
     apply_cmd.add_argument(
         "--installer",
-        choices=args_.values(*Installer),
+        choices=arguments.values(*Installer),
         default="labels",
         help="how the driver gets installed",
     )
     apply_cmd.add_argument(
         "--timeout",
-        type=args_.seconds,
+        type=arguments.seconds,
         default=600.0,
         metavar="D",
         help="installer=wait: how long (default 10m); with the GPU Operator: per batch",
@@ -409,14 +423,14 @@ def _add_upgrade_commands(
     staged = apply_cmd.add_argument_group("with the GPU Operator's driver resources in DIR")
     staged.add_argument(
         "--canary",
-        type=args_.positive,
+        type=arguments.positive,
         default=1,
         metavar="N",
         help="nodes the operator takes first (default 1)",
     )
     staged.add_argument(
         "--batch",
-        type=args_.positive,
+        type=arguments.positive,
         default=None,
         metavar="N",
         help="nodes released per batch after the canary (default: all the rest; the operator's "
@@ -440,11 +454,11 @@ def _add_upgrade_commands(
     )
     apply_cmd.set_defaults(handler=_apply)
 
-    cluster_only = args_.node_options(manifests=False)
+    cluster_only = arguments.node_options(manifests=False)
     drain_cmd = commands.add_parser("drain", parents=[cluster_only, output], **usage.of("drain"))
-    drain_cmd.add_argument("node", type=args_.given("NODE", "node name"), metavar="NODE")
+    drain_cmd.add_argument("node", type=arguments.given("NODE", "node name"), metavar="NODE")
     drain_cmd.add_argument(
-        "--timeout", type=args_.seconds, default=300.0, metavar="D", help="give up after D (default 5m)"
+        "--timeout", type=arguments.seconds, default=300.0, metavar="D", help="give up after D (default 5m)"
     )
     drain_cmd.add_argument("--force", action="store_true", help="also delete pods that have no controller")
     drain_cmd.add_argument(
@@ -457,7 +471,7 @@ def _add_upgrade_commands(
 
     report_cmd = commands.add_parser(
         "report",
-        parents=[*nodes, matrix_file, args_.output_option(Output.HTML)],
+        parents=[*nodes, matrix_file, arguments.output_option(Output.HTML)],
         **usage.of("report"),
     )
     report_cmd.set_defaults(handler=_report)
@@ -476,7 +490,7 @@ def _audit(a: argparse.Namespace) -> int:
     if a.registry is not None:
         from reconciler.commands import registry
 
-        return registry.audit(_source(a), args_.repository(a), a.output, a.concurrency)
+        return registry.audit(_source(a), arguments.repository(a), a.output, a.concurrency)
     from reconciler.commands import audit
 
     return audit.run(_source(a), a.matrix, a.output)
@@ -523,14 +537,14 @@ def _history(a: argparse.Namespace) -> int:
 def _impact(a: argparse.Namespace) -> int:
     from reconciler.commands import impact
 
-    args_.fleet_nodes(a)
+    arguments.fleet_nodes(a)
     return impact.run(a.base, a.matrix, _source(a), a.output, a.config_path)
 
 
 def _diff(a: argparse.Namespace) -> int:
     from reconciler.commands import diff
 
-    return diff.run(args_.desired(a), _options(a), a.output, a.selector)
+    return diff.run(arguments.desired(a), _options(a), a.output, a.selector)
 
 
 def _manifests_validate(a: argparse.Namespace) -> int:
@@ -543,7 +557,7 @@ def _plan(a: argparse.Namespace) -> int:
     from reconciler.commands import plan
 
     return plan.run(
-        args_.desired(a),
+        arguments.desired(a),
         a.matrix,
         merged_ref=a.merged_ref,
         force=a.force,
@@ -589,14 +603,14 @@ def _report(a: argparse.Namespace) -> int:
 
 def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     reconcile_cmd = commands.add_parser("reconcile", **usage.of("reconcile"))
-    args_.reconcile_options(reconcile_cmd)
+    arguments.reconcile_options(reconcile_cmd)
     reconcile_cmd.set_defaults(handler=_reconcile)
 
 
 def _reconcile(args: argparse.Namespace) -> int:
     from reconciler.commands import reconcile  # prometheus_client only for this command
 
-    settings = args_.reconcile_settings(args)
+    settings = arguments.reconcile_settings(args)
     if args.check_access:
         return reconcile.check_access(settings, _options(args), Output(args.output))
     if args.once:
@@ -608,9 +622,9 @@ def _apply(args: argparse.Namespace) -> int:
     from reconciler.commands import apply, rollout
     from reconciler.core.supervise import Stages
 
-    if rollout.wanted(args_.desired(args)):
+    if rollout.wanted(arguments.desired(args)):
         staged = rollout.Settings(
-            from_dir=args_.desired(args),
+            from_dir=arguments.desired(args),
             matrix=args.matrix,
             merged_ref=args.merged_ref,
             dry_run=args.dry_run,
@@ -630,11 +644,11 @@ def _apply(args: argparse.Namespace) -> int:
         flag = "--hold" if args.hold else "--await-sync"
         raise GpudrvError(
             f"{flag} stages a GPU Operator rollout around a GitOps engine's sync, but "
-            f"{args_.desired(args)} declares no ClusterPolicy or NVIDIADriver (lab mode applies nothing "
+            f"{arguments.desired(args)} declares no ClusterPolicy or NVIDIADriver (lab mode applies nothing "
             "a GitOps engine owns)"
         )
     settings = apply.Settings(
-        from_dir=args_.desired(args),
+        from_dir=arguments.desired(args),
         matrix=args.matrix,
         merged_ref=args.merged_ref,
         dry_run=args.dry_run,

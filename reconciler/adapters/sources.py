@@ -11,8 +11,9 @@ from reconciler.adapters import files, kube
 from reconciler.adapters.cluster import Cluster, connect
 from reconciler.adapters.files import config, manifests, operator_contract, schemas
 from reconciler.core import matrix, reads
+from reconciler.core.driver_images import Wants
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract, Wants
+from reconciler.core.operator import Contract
 from reconciler.core.tags import GPU_PRESENT, Node
 from reconciler.errors import GpudrvError
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from reconciler.adapters import kube
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.adapters.files import operator_contract
-from reconciler.commands import FINDINGS, OK
-from reconciler.commands import upgrades as up
-from reconciler.core import audit, diff, executor, upgrade
-from reconciler.core.executor import Installer, Outcome
+from reconciler.commands import FINDINGS, OK, upgrades
+from reconciler.core import audit, diff, executor, fleet_upgrade, upgrade
+from reconciler.core.executor import Installer
+from reconciler.core.fleet_upgrade import Outcome
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import Images
 from reconciler.errors import GpudrvError
@@ -49,14 +49,16 @@ class Settings:
         )
 
 
-def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
-    record = record or up.Record()
+def run(settings: Settings, options: kube.Options, record: upgrades.Record | None = None) -> int:
+    record = record or upgrades.Record()
     record.mode = "lab"
     _refuse_operator_resources(settings.from_dir)
-    desired = up.load_desired(settings.from_dir, settings.selector)  # 1. manifests and matrix valid first
-    up.require_declared(desired, settings.from_dir, settings.selector, settings.allow_empty)
-    images = up.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
-    fleet = up.connect(options)
+    desired = upgrades.load_desired(
+        settings.from_dir, settings.selector
+    )  # 1. manifests and matrix valid first
+    upgrades.require_declared(desired, settings.from_dir, settings.selector, settings.allow_empty)
+    images = upgrades.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
+    fleet = upgrades.connect(options)
     _refuse_beside_operator(fleet)  # 3. never two controllers on one label
     if settings.dry_run:
         return _dry_run(fleet, desired, images, settings, record)
@@ -94,9 +96,11 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
         )
 
 
-def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings, record: up.Record) -> int:
-    live = up.read_live(fleet, desired)
-    plans, images = up.plans_with_history(desired, live, images, settings.force, settings.matrix)
+def _dry_run(
+    fleet: Fleet, desired: upgrades.Desired, images: Images, settings: Settings, record: upgrades.Record
+) -> int:
+    live = upgrades.read_live(fleet, desired)
+    plans, images = upgrades.plans_with_history(desired, live, images, settings.force, settings.matrix)
     for plan in plans:
         refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
         outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
@@ -108,7 +112,7 @@ def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settin
     return FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
 
 
-def _budget_drift(fleet: Fleet, desired: up.Desired) -> dict[tuple[str, str], str]:
+def _budget_drift(fleet: Fleet, desired: upgrades.Desired) -> dict[tuple[str, str], str]:
     """The declared budgets that differ live, each with what changes; unchanged ones are left alone."""
     live = [
         found
@@ -122,7 +126,7 @@ def _budget_drift(fleet: Fleet, desired: up.Desired) -> dict[tuple[str, str], st
     }
 
 
-def _sync_budgets(fleet: Fleet, desired: up.Desired) -> None:
+def _sync_budgets(fleet: Fleet, desired: upgrades.Desired) -> None:
     drifted = _budget_drift(fleet, desired)
     for declared in desired.budgets:
         if (change := drifted.get((declared.namespace, declared.name))) is not None:
@@ -133,17 +137,19 @@ def _sync_budgets(fleet: Fleet, desired: up.Desired) -> None:
         time.sleep(0.5)  # the disruption controller recomputes status after a spec change
 
 
-def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> Outcome:
-    def read() -> executor.Round:
-        live = up.read_live(fleet, desired)
-        return executor.Round(up.make_plans(desired, live, images, settings.force), live.pods, live.budgets)
+def _upgrade_all(fleet: Fleet, desired: upgrades.Desired, images: Images, settings: Settings) -> Outcome:
+    def read() -> fleet_upgrade.Round:
+        live = upgrades.read_live(fleet, desired)
+        return fleet_upgrade.Round(
+            upgrades.make_plans(desired, live, images, settings.force), live.pods, live.budgets
+        )
 
-    return executor.Rollout(
+    return fleet_upgrade.FleetUpgrade(
         fleet, SystemHost(), images, settings.options(), read, owner=run_owner, reporter=Progress
     ).run()
 
 
-def _note_outcome(record: up.Record, outcome: Outcome) -> None:
+def _note_outcome(record: upgrades.Record, outcome: Outcome) -> None:
     for name in outcome.done:
         record.note(name, "upgraded")
     for name in outcome.skipped:
@@ -158,7 +164,7 @@ def _final_audit(
     fleet: Fleet,
     working_tags: frozenset[str],
     outcome: Outcome,
-    record: up.Record,
+    record: upgrades.Record,
     selector: LabelSelector | None = None,
 ) -> int:
     result = audit.audit([live.node for live in fleet.gpu_nodes(selector)], working_tags)

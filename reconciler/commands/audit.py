@@ -8,8 +8,7 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core.audit import audit_wants
-from reconciler.render import audit as show
-from reconciler.render import document
+from reconciler.render import audit, document
 
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
@@ -19,11 +18,11 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
     result = audit_wants(found, tags)
     if output is Output.GITHUB:
         github.publish(
-            show.annotate(result, matrix_path), show.summary(result, matrix_path), show.closing(result)
+            audit.annotate(result, matrix_path), audit.summary(result, matrix_path), audit.closing(result)
         )
     elif output.structured:
-        print(document.text(show.as_json(result, matrix=str(matrix_path)), output))
+        print(document.text(audit.as_json(result, matrix=str(matrix_path)), output))
     else:
-        against = show.images_in(len(tags), str(matrix_path))
-        print(show.as_text(result, against))
+        against = audit.images_in(len(tags), str(matrix_path))
+        print(audit.as_text(result, against))
     return OK if result.ok else FINDINGS

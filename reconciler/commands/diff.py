@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 from reconciler.adapters import cluster, kube
@@ -9,10 +11,9 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import reads
-from reconciler.core.diff import diff
+from reconciler.core.diff import drift
 from reconciler.core.label_selector import LabelSelector
-from reconciler.render import diff as show
-from reconciler.render import document
+from reconciler.render import diff, document
 
 
 def run(
@@ -33,13 +34,18 @@ def run(
     if selector is not None:  # a declared node is compared by name; an undeclared one only if selected
         declared = {node.name for node in nodes}
         live_nodes = [node for node in live_nodes if node.name in declared or selector.matches(node.labels)]
-    drift = diff(nodes, live_nodes, budgets, live_budgets, (resources, live_resources))
+    result = drift(nodes, live_nodes, budgets, live_budgets, (resources, live_resources))
     if output is Output.GITHUB:
         github.publish(
-            show.annotate(drift, desired_dir), show.summary(drift, desired_dir), show.closing(drift)
+            diff.annotate(result, desired_dir), diff.summary(result, desired_dir), diff.closing(result)
         )
     elif output.structured:
-        print(document.text(show.as_json(drift), output))
+        print(document.text(diff.as_json(result), output))
     else:
-        print(show.as_text(drift, desired_dir, show.paint()))
-    return FINDINGS if drift.found else OK
+        print(diff.as_text(result, desired_dir, diff.paint(terminal_colour())))
+    return FINDINGS if result.found else OK
+
+
+def terminal_colour() -> bool:
+    """Colour on a terminal, unless NO_COLOR is set (no-color.org)."""
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")

@@ -1,12 +1,11 @@
-"""`gpudrv drain NODE`: cordon and evict like `kubectl drain`, naming the budget that holds it up."""
+"""`gpudrv drain NODE`: cordon and evict like `kubectl drain`, naming the budget that holds it upgrades."""
 
 from __future__ import annotations
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster.drainer import Drain, DrainTimeout
 from reconciler.adapters.cluster.fleet import Fleet
-from reconciler.commands import FINDINGS, OK
-from reconciler.commands import upgrades as up
+from reconciler.commands import FINDINGS, OK, upgrades
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.errors import GpudrvError
@@ -23,9 +22,9 @@ def run(
     preflight: bool,
     options: kube.Options,
     *,
-    record: up.Record | None = None,
+    record: upgrades.Record | None = None,
 ) -> int:
-    record = record or up.Record()
+    record = record or upgrades.Record()
     fleet = Fleet(kube.connect(options))
     fleet.gateway.patience = RECONNECT_SECONDS  # once reached: a restart mid-drain is waited out
     fleet.gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)

@@ -16,14 +16,13 @@ from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import cuda, operator, placement
-from reconciler.core.explain import Report, explain
+from reconciler.core import cuda, driver_images, placement
+from reconciler.core.explain import Report, report
 from reconciler.core.operator import Mode
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
-from reconciler.render import document
-from reconciler.render import explain as show
+from reconciler.render import document, explain
 
 # Inside the package, so it ships in the wheel with no packaging rule of its own.
 COMPAT_FILE = files.DATA / "cuda-compat.json"
@@ -40,14 +39,14 @@ KINDS = {alias: kind for kind, aliases in _ALIASES.items() for alias in (*aliase
 def run(target: str | None, namespace: str | None, source: NodeSource, output: Output) -> int:
     table = load_table()
     nodes, items = read(target, namespace, source)
-    reports = [explain(item, nodes, table) for item in items]
+    reports = [report(item, nodes, table) for item in items]
     code = exit_code(reports, output)
     if output is Output.GITHUB:
-        github.publish(show.annotate(reports), show.summary(reports), show.closing(reports))
+        github.publish(explain.annotate(reports), explain.summary(reports), explain.closing(reports))
     elif output.structured:
-        print(document.text(show.as_json(reports, code == OK), output))
+        print(document.text(explain.as_json(reports, code == OK), output))
     else:
-        print(show.as_text(reports))
+        print(explain.as_text(reports))
     return code
 
 
@@ -89,7 +88,7 @@ def _as_upgraded(source: NodeSource, nodes: list[Node]) -> list[Node]:
     if contract.mode is Mode.LAB:
         return nodes
     wanted = {want.node.name: want for want in operator_contract.wants(contract, nodes).wants}
-    return [operator.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
+    return [driver_images.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
 
 
 def parse_target(target: str | None) -> tuple[str | None, str | None]:

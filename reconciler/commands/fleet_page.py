@@ -16,14 +16,15 @@ from reconciler.adapters import git
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
 from reconciler.core import fleet_page
+from reconciler.core.driver_images import Wants
 from reconciler.core.fleet_page import Change, NodeState
 from reconciler.core.matrix import Matrix
-from reconciler.core.operator import Mode, Wants
+from reconciler.core.operator import Mode
 from reconciler.core.os_tags import Release
 from reconciler.core.tags import UPGRADE_STATE
 from reconciler.core.upgrade import LiveNode
 from reconciler.errors import GpudrvError
-from reconciler.render import fleet_page as page
+from reconciler.render.fleet_page import Facts, html
 
 
 def run(
@@ -41,7 +42,7 @@ def run(
     )
     history, history_note = matrix_changes(matrix_path)
     commit, commit_note = git.head_commit(matrix_path)
-    facts = page.Facts(
+    facts = Facts(
         generated=generated_at(),
         source=describe(source),
         matrix=str(matrix_path),
@@ -54,7 +55,7 @@ def run(
         notes=tuple(note.message for note in found.notes),
     )
     rows = fleet_page.node_rows(found.wants, parsed.tags(), states)
-    print(page.html(facts, grid, states, history, rows))
+    print(html(facts, grid, states, history, rows))
     return OK
 
 

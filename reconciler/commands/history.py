@@ -7,8 +7,7 @@ from pathlib import Path
 from reconciler.adapters import files, git
 from reconciler.commands import OK, Output
 from reconciler.errors import GpudrvError
-from reconciler.render import document
-from reconciler.render import history as show
+from reconciler.render import document, history
 
 
 def run(matrix_path: Path, output: Output) -> int:
@@ -17,8 +16,8 @@ def run(matrix_path: Path, output: Output) -> int:
     if not lifetimes and not files.absolute(matrix_path).exists():
         raise GpudrvError(f"{matrix_path}: no such file, and no commit on HEAD ever had it")
     if output.structured:
-        data = show.as_json(lifetimes, str(matrix_path))
-        print(show.json_lines(data) if output is Output.JSON else document.text(data, output))
+        data = history.as_json(lifetimes, str(matrix_path))
+        print(history.json_lines(data) if output is Output.JSON else document.text(data, output))
     else:
-        print(show.as_text(lifetimes))
+        print(history.as_text(lifetimes))
     return OK

@@ -18,16 +18,16 @@ from reconciler.adapters.git import contract_at
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
+from reconciler.core.driver_images import Want
 from reconciler.core.impact import Impact, Side, impact_sides, impact_wants
-from reconciler.core.operator import Want
 from reconciler.core.tags import ImageKey
-from reconciler.render import impact as show
+from reconciler.render import impact
 
 RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
-    Output.TEXT: show.as_text,
-    Output.MARKDOWN: show.as_markdown,
-    Output.JSON: show.json_text,
-    Output.YAML: show.yaml_text,
+    Output.TEXT: impact.as_text,
+    Output.MARKDOWN: impact.as_markdown,
+    Output.JSON: impact.json_text,
+    Output.YAML: impact.yaml_text,
 }
 
 
@@ -46,9 +46,9 @@ def run(
     if source.from_dir is not None:
         result = _whole_contract(base, (before, after), source, found.wants, config_path) or result
     if output is Output.GITHUB:
-        context = show.Context(base, matrix_path, {row.key: row.line for row in rows})
+        context = impact.Context(base, matrix_path, {row.key: row.line for row in rows})
         github.publish(
-            show.annotate(result, context), show.summary(result, base, repo_path), show.closing(result)
+            impact.annotate(result, context), impact.summary(result, base, repo_path), impact.closing(result)
         )
     else:
         print(RENDER[output](result, base, repo_path))

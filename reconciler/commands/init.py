@@ -17,12 +17,21 @@ from pathlib import Path
 
 from reconciler import __version__
 from reconciler.adapters import kube
-from reconciler.adapters.files import scaffold, schemas
+from reconciler.adapters.files import schemas
+from reconciler.adapters.files.scaffold import (
+    build_record,
+    in_git,
+    on_path,
+    refuse_existing,
+    template,
+    write_all,
+    yaml_text,
+)
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
-from reconciler.core import matrix
-from reconciler.core import scaffold as plan
-from reconciler.core.operator import Mode, Wants
+from reconciler.core import matrix, scaffold
+from reconciler.core.driver_images import Wants
+from reconciler.core.operator import Mode
 from reconciler.errors import GpudrvError
 
 WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml")
@@ -48,10 +57,10 @@ def run(settings: Settings) -> int:
     fleet_dir = f"clusters/{settings.name}"
     files = _common_files(pin, fleet_dir)
     if settings.from_cluster:  # a taken target is a cheaper answer than reading the cluster first
-        scaffold.refuse_existing(settings.folder, sorted([*files, *CONFIG_FILES], key=_order))
+        refuse_existing(settings.folder, sorted([*files, *CONFIG_FILES], key=_order))
     fleet, warnings = _fleet(settings)
     operator_version = settings.operator_version or fleet.operator_version
-    files["gpudrv.yaml"] = scaffold.template(
+    files["gpudrv.yaml"] = template(
         "gpudrv.yaml",
         {
             "VERSION": f"v{pin.version}",
@@ -59,25 +68,25 @@ def run(settings: Settings) -> int:
             "OPERATOR_VERSION": _operator_line(operator_version),
         },
     )
-    files["matrix/support-matrix.csv"] = plan.matrix_text(fleet.rows)
+    files["matrix/support-matrix.csv"] = scaffold.matrix_text(fleet.rows)
     for item in fleet.documents:
-        files[f"{fleet_dir}/{item.path}"] = scaffold.yaml_text(item.document, item.comment)
-    scaffold.write_all(settings.folder, dict(sorted(files.items(), key=lambda entry: _order(entry[0]))))
+        files[f"{fleet_dir}/{item.path}"] = yaml_text(item.document, item.comment)
+    write_all(settings.folder, dict(sorted(files.items(), key=lambda entry: _order(entry[0]))))
     _report(settings, pin, fleet, sorted(files, key=_order), warnings)
     return OK
 
 
 def _is_name(name: str) -> bool:
-    return re.match(plan.NAME_PATTERN, name) is not None and len(name) <= 63
+    return re.match(scaffold.NAME_PATTERN, name) is not None and len(name) <= 63
 
 
-def _pin(action: str | None) -> plan.Pin:
+def _pin(action: str | None) -> scaffold.Pin:
     if action is not None:
-        pin = plan.parse_pin(action, __version__)
+        pin = scaffold.parse_pin(action, __version__)
         if pin is None:
             raise GpudrvError(f"--action {action!r}: give OWNER/NAME@COMMIT, the full 40-digit commit SHA")
         return pin
-    record = scaffold.build_record()
+    record = build_record()
     if record is None:
         raise GpudrvError(
             f"this gpudrv ({__version__}) carries no record of the commit it was built from (an editable "
@@ -94,17 +103,17 @@ def _pin(action: str | None) -> plan.Pin:
             f"{record.commit}; the workflows run that commit, without them",
             file=sys.stderr,
         )
-    return plan.Pin(record.repository, record.commit, __version__)
+    return scaffold.Pin(record.repository, record.commit, __version__)
 
 
-def _common_files(pin: plan.Pin, fleet_dir: str) -> dict[str, str]:
+def _common_files(pin: scaffold.Pin, fleet_dir: str) -> dict[str, str]:
     values = {
         "ACTION": pin.action,
         "VERSION": f"v{pin.version}",
         "FLEET": fleet_dir,
     }
-    files = {f".github/workflows/{name}": scaffold.template(name, values) for name in WORKFLOWS}
-    files[".pre-commit-config.yaml"] = scaffold.template("pre-commit-config.yaml", values)
+    files = {f".github/workflows/{name}": template(name, values) for name in WORKFLOWS}
+    files[".pre-commit-config.yaml"] = template("pre-commit-config.yaml", values)
     return files
 
 
@@ -117,11 +126,11 @@ def _operator_line(version: str | None) -> str:
     )
 
 
-def _fleet(settings: Settings) -> tuple[plan.Fleet, list[str]]:
+def _fleet(settings: Settings) -> tuple[scaffold.Fleet, list[str]]:
     if not settings.from_cluster:
         if settings.cluster != kube.Options():
             raise GpudrvError("--kubeconfig and --context read a cluster: add --from-cluster")
-        return plan.example(), []
+        return scaffold.example(), []
     source = NodeSource(None, settings.cluster, settings.operator_version)
     found = source.wants()
     where = f"the cluster at {source.live.host}"
@@ -130,21 +139,21 @@ def _fleet(settings: Settings) -> tuple[plan.Fleet, list[str]]:
             f"{where} has no GPU node (label nvidia.com/gpu.present=true): nothing to fill in "
             "(another --context? or gpudrv init without --from-cluster for an example fleet)"
         )
-    fleet = plan.live(found.contract, found.wants, where)
+    fleet = scaffold.live(found.contract, found.wants, where)
     return _checked_rows(fleet, found), _warnings(found)
 
 
-def _checked_rows(fleet: plan.Fleet, found: Wants) -> plan.Fleet:
+def _checked_rows(fleet: scaffold.Fleet, found: Wants) -> scaffold.Fleet:
     schema = schemas.load("matrix-row")
     rows = tuple(row for row in fleet.rows if not matrix.row_problems(row, schema))
-    return plan.Fleet(fleet.documents, rows, fleet.operator_version)
+    return scaffold.Fleet(fleet.documents, rows, fleet.operator_version)
 
 
 def _warnings(found: Wants) -> list[str]:
     schema = schemas.load("matrix-row")
     lines = []
     for want in found.wants:
-        key = plan.key_of(want)
+        key = scaffold.key_of(want)
         if want.tag is None:
             lines.append(f"node {want.node.name}: no driver image ({want.reason}); the PR check will say so")
         elif key is None or matrix.row_problems(key, schema):
@@ -167,7 +176,7 @@ def _order(path: str) -> tuple[int, str]:
 
 
 def _report(
-    settings: Settings, pin: plan.Pin, fleet: plan.Fleet, paths: list[str], warnings: list[str]
+    settings: Settings, pin: scaffold.Pin, fleet: scaffold.Fleet, paths: list[str], warnings: list[str]
 ) -> None:
     where = settings.folder
     nodes = sum(1 for item in fleet.documents if item.path.startswith("nodes/"))
@@ -182,7 +191,7 @@ def _report(
     _next_steps(settings, pin)
 
 
-def _prerequisites(pin: plan.Pin) -> None:
+def _prerequisites(pin: scaffold.Pin) -> None:
     """The hooks run `pre-commit` and the gpudrv on PATH: say whether each is there."""
     print("needs, on PATH:")
     for name, why, install in (
@@ -193,15 +202,15 @@ def _prerequisites(pin: plan.Pin) -> None:
             f"pipx install git+{pin.url}@{pin.commit}",
         ),
     ):
-        found = scaffold.on_path(name.split()[0])
+        found = on_path(name.split()[0])
         print(f"  {name}: {why} ({'found: ' + found if found else 'not found: ' + install})")
 
 
-def _next_steps(settings: Settings, pin: plan.Pin) -> None:
+def _next_steps(settings: Settings, pin: scaffold.Pin) -> None:
     where = settings.folder
     print("next:" if where == Path() else f"next, in {where}:")
     steps = [
-        *([("git init -b main", "a git repository first")] if not scaffold.in_git(where) else []),
+        *([("git init -b main", "a git repository first")] if not in_git(where) else []),
         (f"gpudrv audit --from clusters/{settings.name}", "what the PR check runs"),
         ("pre-commit install", "the same checks before each commit"),
         ("git add -A && git commit -m 'Fleet repository for gpudrv'", "the hooks run here"),

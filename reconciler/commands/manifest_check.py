@@ -11,19 +11,18 @@ from pathlib import Path
 from reconciler.adapters.ci import github
 from reconciler.adapters.files.node_manifests import check
 from reconciler.commands import ERROR, OK, Output
-from reconciler.render import document
-from reconciler.render import manifests as show
+from reconciler.render import document, manifests
 
 
 def validate(folder: Path, output: Output) -> int:
     report = check(folder)
     if output is Output.GITHUB:
-        github.publish(show.annotate(report), show.summary(report), report.verdict())
+        github.publish(manifests.annotate(report), manifests.summary(report), manifests.verdict(report))
     elif output.structured:
-        print(document.text(show.as_json(report), output))
+        print(document.text(manifests.as_json(report), output))
     else:
         for problem in report.problems:
             print(problem.text())
         if not report.problems:
-            print(report.verdict())
+            print(manifests.verdict(report))
     return ERROR if report.problems else OK

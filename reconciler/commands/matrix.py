@@ -8,35 +8,36 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.sources import read_matrix
 from reconciler.commands import ERROR, OK, Output
-from reconciler.core import matrix
+from reconciler.core.matrix import key_from_tag, row_problems
 from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
-from reconciler.render import document
-from reconciler.render import matrix as show
+from reconciler.render import document, matrix
 
 
 def validate(path: Path, output: Output = Output.TEXT) -> int:
     _, parsed = read_matrix(path)
     if output is Output.GITHUB:
-        github.publish(show.annotate(path, parsed), show.summary(path, parsed), show.verdict(path, parsed))
+        github.publish(
+            matrix.annotate(path, parsed), matrix.summary(path, parsed), matrix.verdict(path, parsed)
+        )
     elif output.structured:
-        print(document.text(show.as_json(path, parsed), output))
+        print(document.text(matrix.as_json(path, parsed), output))
     else:
         for problem in parsed.problems:
             print(f"{path}:{problem.line}: {problem.message}")
         if parsed.ok:
-            print(show.verdict(path, parsed))
+            print(matrix.verdict(path, parsed))
     return OK if parsed.ok else ERROR
 
 
 def add(path: Path, key: ImageKey, output: Output = Output.TEXT) -> int:
-    problems = matrix.row_problems(key, schemas.load("matrix-row"))
+    problems = row_problems(key, schemas.load("matrix-row"))
     if problems:
         raise GpudrvError(f"refused {key.as_csv()}: {'; '.join(problems)}")
     # Read, check and write under one lock: two adds at once must not both append to the same text.
     [row] = matrix_file.append(path, [key])
     if output.structured:
-        print(document.text(show.added_json(path, key, row.line, row.added), output))
+        print(document.text(matrix.added_json(path, key, row.line, row.added), output))
         return OK
     if not row.added:
         print(f"{key.as_csv()} is already in {path} at line {row.line}; file unchanged")
@@ -47,6 +48,6 @@ def add(path: Path, key: ImageKey, output: Output = Output.TEXT) -> int:
 
 def key_of(tag: str) -> ImageKey:
     try:
-        return matrix.key_from_tag(tag)
+        return key_from_tag(tag)
     except ValueError as exc:
         raise GpudrvError(str(exc)) from None

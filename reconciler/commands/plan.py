@@ -13,14 +13,13 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import require_gpu_nodes
-from reconciler.commands import FINDINGS, OK, Output
-from reconciler.commands import upgrades as up
+from reconciler.commands import FINDINGS, OK, Output, upgrades
 from reconciler.core import reads, rollout
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
 from reconciler.render import document
-from reconciler.render import upgrades as show
+from reconciler.render.upgrades import moves_json, moves_text, plan_json, plan_text
 
 
 def run(
@@ -35,24 +34,24 @@ def run(
     selector: LabelSelector | None = None,
     allow_empty: bool = False,
 ) -> int:
-    desired = up.load_desired(from_dir, selector)
+    desired = upgrades.load_desired(from_dir, selector)
     if not operator_contract.load_resources(from_dir):  # lab mode: the declared GPU nodes are the plan's
-        up.require_declared(desired, from_dir, selector, allow_empty)
-    images = up.load_images(matrix_path, merged_ref)
-    fleet = up.connect(options)
+        upgrades.require_declared(desired, from_dir, selector, allow_empty)
+    images = upgrades.load_images(matrix_path, merged_ref)
+    fleet = upgrades.connect(options)
     version = operator_version or operator_contract.live_operator_version(fleet.gateway)
     contract = operator_contract.offline_contract(from_dir, version)
     if contract.mode is not Mode.LAB:
         return _operator_plan(
             fleet, contract, images, force, output, selector=selector, allow_empty=allow_empty
         )
-    live = up.read_live(fleet, desired)
-    plans, images = up.plans_with_history(desired, live, images, force, matrix_path)
+    live = upgrades.read_live(fleet, desired)
+    plans, images = upgrades.plans_with_history(desired, live, images, force, matrix_path)
     code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
     if output.structured:
-        print(document.text(show.plan_json(plans, images, code == OK), output))
+        print(document.text(plan_json(plans, images, code == OK), output))
     else:
-        print(show.plan_text(plans, images))
+        print(plan_text(plans, images))
     return code
 
 
@@ -79,7 +78,7 @@ def _operator_plan(
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
     code = FINDINGS if any(move.blocked for move in moves) or found.notes else OK
     if output.structured:
-        print(document.text(show.moves_json(moves, found, images, code == OK), output))
+        print(document.text(moves_json(moves, found, images, code == OK), output))
     else:
-        print(show.moves_text(moves, found, images))
+        print(moves_text(moves, found, images))
     return code

@@ -17,9 +17,20 @@ from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import registry
 from reconciler.core.audit import audit_wants
 from reconciler.errors import GpudrvError
-from reconciler.render import audit as audit_show
 from reconciler.render import document
-from reconciler.render import registry as show
+from reconciler.render.registry import (
+    audit_annotations,
+    audit_closing,
+    audit_json,
+    audit_summary,
+    audit_text,
+    verdict,
+    verify_annotations,
+    verify_json,
+    verify_summary,
+    verify_text,
+    with_references,
+)
 
 
 def repository(text: str | None, config_file: Path | None = None) -> registry.Repository:
@@ -54,14 +65,14 @@ def verify(
     added = matrix_file.append(matrix_path, result.rows_to_add()) if write and result.rows_to_add() else []
     if output is Output.GITHUB:
         github.publish(
-            show.verify_annotations(result, matrix_path, added),
-            show.verify_summary(result, matrix_path),
-            show.verdict(result),
+            verify_annotations(result, matrix_path, added),
+            verify_summary(result, matrix_path),
+            verdict(result),
         )
     elif output.structured:
-        print(document.text(show.verify_json(result, matrix_path, added), output))
+        print(document.text(verify_json(result, matrix_path, added), output))
     else:
-        print(show.verify_text(result, matrix_path, added))
+        print(verify_text(result, matrix_path, added))
     return OK if result.ok else FINDINGS
 
 
@@ -75,13 +86,11 @@ def audit(
     with oci.connect(repo, concurrency) as client:
         exists = client.exists_all(tags)
     present = frozenset(tag for tag, there in exists.items() if there)
-    result = show.with_references(audit_wants(found, present), repo)
+    result = with_references(audit_wants(found, present), repo)
     if output is Output.GITHUB:
-        github.publish(
-            show.audit_annotations(result, repo), show.audit_summary(result, repo), show.audit_closing(result)
-        )
+        github.publish(audit_annotations(result, repo), audit_summary(result, repo), audit_closing(result))
     elif output.structured:
-        print(document.text(show.audit_json(result, repo), output))
+        print(document.text(audit_json(result, repo), output))
     else:
-        print(audit_show.as_text(result, audit_show.images_in(len(present), str(repo))))
+        print(audit_text(result, len(present), repo))
     return OK if result.ok else FINDINGS

@@ -11,21 +11,21 @@ from reconciler.adapters.files import declared_nodes, manifests, operator_contra
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
 from reconciler.core import audit, budget, reads, rollout, supervise, tags, upgrade
-from reconciler.core import fleet_page as fleet_page_data
-from reconciler.core.operator import Want
+from reconciler.core.driver_images import Want
+from reconciler.core.fleet_page import reasons_by_node
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
 from reconciler.render import document
-from reconciler.render import upgrades as show
+from reconciler.render.upgrades import Row, report_json, report_text, status_json, status_table
 
 
 def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, output: Output) -> int:
     rows = status_rows(from_dir, matrix_path, source)
-    print(document.text(show.status_json(rows), output) if output.structured else show.status_table(rows))
+    print(document.text(status_json(rows), output) if output.structured else status_table(rows))
     return OK
 
 
-def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) -> list[show.Row]:
+def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) -> list[Row]:
     in_matrix = valid_matrix(matrix_path).tags()
     desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
@@ -53,11 +53,11 @@ def _row(
     in_matrix: frozenset[str],
     budgets: list[budget.Budget],
     pods: Mapping[str, list[budget.Pod]],
-) -> show.Row:
+) -> Row:
     running = upgrade.driver(live.node.labels)
     wanted = upgrade.driver(desired.labels) if desired else None
     tag = want.tag
-    return show.Row(
+    return Row(
         node=live.name,
         driver=running.version if running else rollout.running_branch(live.node.labels),
         desired=wanted.version if wanted else (want.resource.version if want.resource else None),
@@ -131,8 +131,8 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
         {"node": want.node.name, "tag": want.tag, "upgrade_state": want.node.labels.get(tags.UPGRADE_STATE)}
         for want in found.wants
     ]
-    data = show.report_json(per_node, skew, len(parsed.rows))
-    print(document.text(data, output) if output.structured else show.report_text(data))
+    data = report_json(per_node, skew, len(parsed.rows))
+    print(document.text(data, output) if output.structured else report_text(data))
     return OK
 
 
@@ -146,7 +146,7 @@ def _report_nodes(source: NodeSource) -> list[LiveNode]:
 def _holds(source: NodeSource, nodes: list[LiveNode]) -> dict[str, str]:
     """What holds each node, as status's BLOCKER says it; offline, only a recorded failure."""
     if source.from_dir is not None:
-        return fleet_page_data.reasons_by_node({node.name: node.annotations for node in nodes})
+        return reasons_by_node({node.name: node.annotations for node in nodes})
     fleet = Fleet(source.live.gateway)
     budgets = fleet.budgets() if nodes else []
     pods = fleet.pods_on_nodes([node.name for node in nodes if _drain_ahead(node, None)])

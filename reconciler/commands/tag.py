@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK, Output
-from reconciler.core import operator
+from reconciler.core import driver_images, operator
 from reconciler.errors import GpudrvError
 from reconciler.render import document
 
@@ -13,7 +13,7 @@ def run(node_name: str, source: NodeSource, output: Output = Output.TEXT) -> int
     contract = source.contract()
     node = source.node(node_name)
     try:
-        want = operator.want_of(contract, node)
+        want = driver_images.want_of(contract, node)
     except operator.ContractError as exc:
         raise GpudrvError(exc.reason) from None
     if want.tag is None:

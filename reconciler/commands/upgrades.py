@@ -15,21 +15,21 @@ from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import manifests, schemas
 from reconciler.adapters.sources import require_gpu_nodes, valid_matrix
 from reconciler.commands import OK, Output
-from reconciler.core import budget, matrix, reads, upgrade
+from reconciler.core import budget, github_text, matrix, reads, upgrade
 from reconciler.core.audit import AuditResult
-from reconciler.core.diff import Budget as DeclaredBudget
+from reconciler.core.diff import Budget
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Images, LiveNode, NodePlan
 from reconciler.errors import GpudrvError
 from reconciler.render import document
-from reconciler.render import upgrades as show
+from reconciler.render.upgrades import applied_json
 
 
 @dataclass(frozen=True)
 class Desired:
     nodes: list[Node]
-    budgets: list[DeclaredBudget]
+    budgets: list[Budget]
 
 
 def load_desired(from_dir: Path, selector: LabelSelector | None = None) -> Desired:
@@ -147,7 +147,7 @@ def as_data(output: Output, kind: str, run: Callable[[Record], int], **fields: A
     with contextlib.redirect_stdout(last):
         code = run(record)
     mode = {"mode": record.mode} if record.mode is not None else {}
-    data = show.applied_json(kind, code == OK, last.line, record.nodes, record.audit, **mode, **fields)
+    data = applied_json(kind, code == OK, last.line, record.nodes, record.audit, **mode, **fields)
     print(document.text(data, output))
     return code
 
@@ -158,13 +158,13 @@ def with_summary(kind: str, run: Callable[[Record], int]) -> int:
     record = Record()
     code = run(record)
     rows = [
-        (github.code(name), outcome, github.text(detail or ""))
+        (github_text.code(name), outcome, github_text.text(detail or ""))
         for name, (outcome, detail) in sorted(record.nodes.items())
     ]
     lead = "done" if code == OK else "not done: see the job log"
     mode = f" ({record.mode})" if record.mode else ""
-    tables = (github.Table(("node", "outcome", "detail"), rows),) if rows else ()
-    github.append_summary(github.Summary(f"gpudrv {kind}{mode}: {lead}", tables=tables))
+    tables = (github_text.Table(("node", "outcome", "detail"), rows),) if rows else ()
+    github.append_summary(github_text.Summary(f"gpudrv {kind}{mode}: {lead}", tables=tables))
     return code
 
 

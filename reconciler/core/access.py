@@ -111,3 +111,29 @@ def needs(lease_namespace: str | None, lease_name: str, apply: bool) -> tuple[Ac
 def excess(apply: bool) -> tuple[Access, ...]:
     """What this mode must not be allowed: apply's writes when auditing only, and NEVER always."""
     return NEVER if apply else APPLY_NEEDS + NEVER
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The API server's answer to one access review."""
+
+    access: Access
+    allowed: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class Report:
+    """What `reconcile --check-access` found: who gpudrv is, and each needed and excessive access."""
+
+    user: str
+    needed: list[Answer]  # what the mode needs
+    excessive: list[Answer]  # what it must not be able to do
+
+    @property
+    def missing(self) -> list[Answer]:
+        return [answer for answer in self.needed if not answer.allowed]
+
+    @property
+    def excess(self) -> list[Answer]:
+        return [answer for answer in self.excessive if answer.allowed]

@@ -6,7 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from reconciler.core.operator import DriverResource, FleetNote, Mode, Want, Wants
+from reconciler.core.driver_images import FleetNote, Want, Wants
+from reconciler.core.operator import DriverResource, Mode
 from reconciler.core.tags import KERNEL, Node, TagError, tag
 
 

@@ -92,13 +92,14 @@ class Drift:
         return bool(self.nodes or self.budgets or self.resources)
 
 
-def diff(
+def drift(
     desired_nodes: Iterable[Node],
     live_nodes: Iterable[Node],
     desired_budgets: Iterable[Budget] = (),
     live_budgets: Iterable[Budget] = (),
     resources: tuple[Sequence[DriverResource], Sequence[DriverResource]] = ((), ()),
 ) -> Drift:
+    """How the live nodes, budgets and driver resources differ from the desired ones."""
     return Drift(
         tuple(node_drift(desired_nodes, live_nodes)),
         tuple(budget_drift(desired_budgets, live_budgets)),

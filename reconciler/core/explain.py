@@ -24,7 +24,7 @@ class Report:
         return sum(finding.severity is severity for finding in self.findings)
 
 
-def explain(item: Workload, nodes: Sequence[Node], table: cuda.Table) -> Report:
+def report(item: Workload, nodes: Sequence[Node], table: cuda.Table) -> Report:
     fit = placement.evaluate(item.placement, nodes)
     fits = set(fit.nodes)  # once: a set per node made 10,000 nodes take a minute
     admitted = [node for node in nodes if node.name in fits]

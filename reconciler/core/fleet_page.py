@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
+from reconciler.core.driver_images import Want
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.core.matrix import key_from_tag
-from reconciler.core.operator import Want
 from reconciler.core.tags import KERNEL, ImageKey
 from reconciler.core.upgrade import ALL_STATES, FAILURE, State
 

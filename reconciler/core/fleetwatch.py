@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from reconciler.core.audit import Finding, Status, check_want
-from reconciler.core.operator import Contract, ContractError, FleetNote, Mode, mixed_os_notes, want_of
+from reconciler.core.driver_images import FleetNote, mixed_os_notes, want_of
+from reconciler.core.operator import Contract, ContractError, Mode
 from reconciler.core.tags import UPGRADE_STATE, Node
 
 NO_STATE = "none"  # the metric's name for a node without the upgrade-state label

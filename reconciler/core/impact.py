@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from reconciler.core import operator
+from reconciler.core import driver_images
 from reconciler.core.audit import check_want
-from reconciler.core.operator import Contract, Want
+from reconciler.core.driver_images import Want
+from reconciler.core.operator import Contract
 from reconciler.core.tags import OS_ID, OS_VERSION_ID, ImageKey, Node, TagError, tag
 
 OK = "OK"
@@ -153,7 +154,7 @@ def _change(before: str, after: str) -> str:
 
 def _os_tag(node: Node, side: Side) -> str | None:
     try:
-        return operator.own_os_tag(node, side.contract.rule)
+        return driver_images.own_os_tag(node, side.contract.rule)
     except TagError:
         return None
 

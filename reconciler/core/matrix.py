@@ -34,6 +34,15 @@ class Problem:
 
 
 @dataclass(frozen=True)
+class Appended:
+    """A row `matrix add` (or `registry verify --append`) asked for, and where it is in the file."""
+
+    key: ImageKey
+    line: int  # where the row is now
+    added: bool  # False: it was there already
+
+
+@dataclass(frozen=True)
 class Matrix:
     rows: tuple[Row, ...]
     problems: tuple[Problem, ...]

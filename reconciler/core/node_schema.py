@@ -25,6 +25,27 @@ LABELS: Path = ("metadata", "labels")
 
 
 @dataclass(frozen=True)
+class Problem:
+    """A problem in a Node manifest file, at the line of the label (or field) at fault."""
+
+    file: str
+    line: int
+    message: str
+
+    def text(self) -> str:
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every Node manifest under a folder, checked: how many, and all their problems."""
+
+    folder: str
+    nodes: int
+    problems: tuple[Problem, ...]
+
+
+@dataclass(frozen=True)
 class Violation:
     path: Path  # from the document root to the value at fault (or to where it is missing)
     message: str

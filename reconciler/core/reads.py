@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reconciler.core import operator, rollout, supervise, tags, upgrade
+from reconciler.core import driver_images, operator, rollout, supervise, tags, upgrade
 from reconciler.core.operator import Contract
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
@@ -27,7 +27,7 @@ FLEET = frozenset(
         upgrade.SKIP_LABEL,  # the operator's skip label: lab mode leaves such a node alone
         operator.OS_VERSION_MAJOR,
         "nvidia.com/cuda.driver-version.full",
-        *(key for keys in operator.DRIVER_LABELS for key in keys),
+        *(key for keys in driver_images.DRIVER_LABELS for key in keys),
         *rollout.RUNNING_BRANCH,
         *upgrade.DRIVER_KEYS,
     }

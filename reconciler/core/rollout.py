@@ -12,7 +12,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.core import budget, upgrade
-from reconciler.core.operator import DriverResource, Want
+from reconciler.core.driver_images import Want
+from reconciler.core.operator import DriverResource
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Gate, Images
 

@@ -17,10 +17,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core import tags
-from reconciler.core.operator import API_VERSIONS, OS_VERSION_MAJOR, Contract, DriverResource, Kind, Want
+from reconciler.core.driver_images import Want
+from reconciler.core.operator import API_VERSIONS, OS_VERSION_MAJOR, Contract, DriverResource, Kind
 from reconciler.core.tags import ImageKey, Node
 
 MATRIX_HEADER = "driver_branch,kernel,os_tag"
+# Strings gpudrv writes unquoted in YAML: plain words no YAML 1.1 reader takes for a boolean or null.
+PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9._/-]*$")
+YAML_11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 NAME_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"  # a cluster's folder: a DNS label, like prod
 PIN_PATTERN = re.compile(r"^(?P<repository>[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)@(?P<commit>[0-9a-f]{40})$")
 

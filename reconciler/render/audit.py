@@ -10,10 +10,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.ci import github
+from reconciler.core import github_text
 from reconciler.core.audit import AuditResult, Finding, Status
-from reconciler.core.operator import DriverResource, FleetNote, Mode
-from reconciler.render import document
+from reconciler.core.driver_images import FleetNote
+from reconciler.core.operator import DriverResource, Mode
+from reconciler.render import document, words
 
 SHOWN_NODES = 10  # past this many, an annotation counts the nodes instead of naming them all
 
@@ -28,7 +29,7 @@ def as_text(result: AuditResult, against: str | None = None) -> str:
         return "\n".join(lines)
     if against is None or (result.mode is Mode.LAB and result.audited):
         return "OK"
-    return f"OK: {github.count(len(result.audited), 'GPU node')}, {flat(against)}"
+    return f"OK: {words.count(len(result.audited), 'GPU node')}, {flat(against)}"
 
 
 def flat(text: str) -> str:
@@ -37,7 +38,7 @@ def flat(text: str) -> str:
 
 
 def images_in(count: int, where: str) -> str:
-    return f"{github.count(count, 'image')} in {where}"
+    return f"{words.count(count, 'image')} in {where}"
 
 
 def as_json(result: AuditResult, **source: str) -> dict[str, Any]:
@@ -94,15 +95,17 @@ def note_json(note: FleetNote) -> dict[str, Any]:
 # --- GitHub: an error where the fix goes, a table in the step summary ------------------------------
 
 
-def annotate(result: AuditResult, matrix_path: Path) -> list[github.Annotation]:
+def annotate(result: AuditResult, matrix_path: Path) -> list[github_text.Annotation]:
     if result.mode is Mode.LAB:
-        return [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings]
+        return [
+            github_text.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings
+        ]
     missing = [f for f in result.findings if f.status is Status.MISSING]
     notes = [_missing_image(group, matrix_path) for group in _by_image(missing)]
     invalid = [f for f in result.findings if f.status is Status.INVALID]
-    notes += [github.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in invalid]
+    notes += [github_text.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in invalid]
     title = "GPU Operator fleet problem"
-    return notes + [github.at("error", note.message, note.origin, title) for note in result.notes]
+    return notes + [github_text.at("error", note.message, note.origin, title) for note in result.notes]
 
 
 def _by_image(findings: Sequence[Finding]) -> list[list[Finding]]:
@@ -113,7 +116,7 @@ def _by_image(findings: Sequence[Finding]) -> list[list[Finding]]:
     return list(groups.values())
 
 
-def _missing_image(group: Sequence[Finding], matrix_path: Path) -> github.Annotation:
+def _missing_image(group: Sequence[Finding], matrix_path: Path) -> github_text.Annotation:
     first, names = group[0], [f.node for f in group]
     resource = first.resource
     shown = ", ".join(names[:SHOWN_NODES])
@@ -122,11 +125,13 @@ def _missing_image(group: Sequence[Finding], matrix_path: Path) -> github.Annota
     kernel = f" for kernel {first.kernel}" if first.kernel else ""
     message = (
         f"{who} needs {first.image or first.detail}{kernel}, which is not in {matrix_path}: "
-        f"{github.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. "
+        f"{words.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. "
         f"Build the image, then add the row with gpudrv matrix add --tag {first.detail}"
     )
     origin = resource.version_origin if resource else first.origin
-    return github.at("error", message, origin, f"driver image {first.detail} is not in the support matrix")
+    return github_text.at(
+        "error", message, origin, f"driver image {first.detail} is not in the support matrix"
+    )
 
 
 def _title(finding: Finding) -> str:
@@ -145,33 +150,40 @@ def _message(finding: Finding, matrix_path: Path) -> str:
     )
 
 
-def summary(result: AuditResult, matrix_path: Path) -> github.Summary:
-    matrix_file = github.code(str(matrix_path))
-    audited = github.count(len(result.audited), "GPU node")
+def summary(result: AuditResult, matrix_path: Path) -> github_text.Summary:
+    matrix_file = github_text.code(str(matrix_path))
+    audited = words.count(len(result.audited), "GPU node")
     if result.ok:
-        return github.Summary("gpudrv audit: OK", f"{audited}, each with its driver image in {matrix_file}.")
+        return github_text.Summary(
+            "gpudrv audit: OK", f"{audited}, each with its driver image in {matrix_file}."
+        )
     heading = f"gpudrv audit: {len(result.findings)} of {audited} without a driver image"
-    heading += f", {github.count(len(result.notes), 'fleet problem')}" if result.notes else ""
+    heading += f", {words.count(len(result.notes), 'fleet problem')}" if result.notes else ""
     lead = f"Not in {matrix_file}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
-    lead += "".join(f"\n\n**Fleet:** {github.text(note.message)}" for note in result.notes)
+    lead += "".join(f"\n\n**Fleet:** {github_text.text(note.message)}" for note in result.notes)
     if result.mode is Mode.LAB:
         columns = ("Node", "Status", "Image tag or reason", "Manifest")
         rows = [
-            (github.code(f.node), f"**{f.status}**", github.code(f.detail), github.code(f.origin or "live"))
+            (
+                github_text.code(f.node),
+                f"**{f.status}**",
+                github_text.code(f.detail),
+                github_text.code(f.origin or "live"),
+            )
             for f in result.findings
         ]
     else:
         columns = ("Node", "Status", "Image or reason", "Driver resource")
         rows = [
-            (github.code(f.node), f"**{f.status}**", github.code(f.image or f.detail),
-             github.code(f.resource.ref if f.resource else "none"))
+            (github_text.code(f.node), f"**{f.status}**", github_text.code(f.image or f.detail),
+             github_text.code(f.resource.ref if f.resource else "none"))
             for f in result.findings
         ]  # fmt: skip
-    return github.Summary(heading, lead, (github.Table(columns, rows),))
+    return github_text.Summary(heading, lead, (github_text.Table(columns, rows),))
 
 
 def closing(result: AuditResult) -> str:
     missing = sum(f.status is Status.MISSING for f in result.findings)
-    audited = github.count(len(result.audited), "GPU node")
+    audited = words.count(len(result.audited), "GPU node")
     closing = f"gpudrv audit: {audited}, {missing} MISSING, {len(result.findings) - missing} INVALID"
-    return closing + (f", {github.count(len(result.notes), 'fleet problem')}" if result.notes else "")
+    return closing + (f", {words.count(len(result.notes), 'fleet problem')}" if result.notes else "")

@@ -5,13 +5,11 @@ and a step summary. Red and green only on a terminal, and never with NO_COLOR.
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.ci import github
+from reconciler.core import github_text
 from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, ResourceDrift, State
 from reconciler.render import document
 
@@ -107,8 +105,9 @@ def _changes(changes: tuple[Change, ...], name: str) -> list[dict[str, Any]]:
     return [{name: change.name, "desired": change.desired, "live": change.live} for change in changes]
 
 
-def paint() -> Paint:
-    if sys.stdout.isatty() and not os.environ.get("NO_COLOR"):
+def paint(colour: bool) -> Paint:
+    """Red and green when `colour` (the command asks the terminal and NO_COLOR), else plain text."""
+    if colour:
         return lambda colour, text: f"{colour}{text}{RESET}"
     return lambda _colour, text: text
 
@@ -116,47 +115,51 @@ def paint() -> Paint:
 # --- GitHub: an error on each drifted manifest, a table in the step summary ------------------------
 
 
-def annotate(drift: Drift, desired_dir: Path) -> list[github.Annotation]:
+def annotate(drift: Drift, desired_dir: Path) -> list[github_text.Annotation]:
     notes = [_node_annotation(node, desired_dir) for node in drift.nodes]
     notes += [_resource_annotation(item, desired_dir) for item in drift.resources]
     return notes + [_budget_annotation(budget) for budget in drift.budgets]
 
 
-def _resource_annotation(item: ResourceDrift, desired_dir: Path) -> github.Annotation:
+def _resource_annotation(item: ResourceDrift, desired_dir: Path) -> github_text.Annotation:
     if item.state is State.ABSENT:
-        return github.at(
+        return github_text.at(
             "error", f"{item.ref} is declared here but absent live", item.origin, f"{item.ref} absent"
         )
     if item.state is State.UNDECLARED:
         message = f"{item.ref} is live but no manifest under {desired_dir} declares it"
-        return github.at("error", message, None, f"{item.ref} not declared")
+        return github_text.at("error", message, None, f"{item.ref} not declared")
     lines = [
         f"{item.ref} differs live:",
         *(_change_text(change, f"spec.{change.name}", _value) for change in item.fields),
     ]
-    return github.at("error", "\n".join(lines), item.origin, f"{item.ref} drifted from git")
+    return github_text.at("error", "\n".join(lines), item.origin, f"{item.ref} drifted from git")
 
 
-def _node_annotation(node: NodeDrift, desired_dir: Path) -> github.Annotation:
+def _node_annotation(node: NodeDrift, desired_dir: Path) -> github_text.Annotation:
     ref = f"node/{node.node}"
     if node.state is State.ABSENT:
-        return github.at("error", f"{ref} is declared here but absent live", node.origin, f"{ref} absent")
+        return github_text.at(
+            "error", f"{ref} is declared here but absent live", node.origin, f"{ref} absent"
+        )
     if node.state is State.UNDECLARED:
         message = f"{ref} is a live GPU node that no manifest under {desired_dir} declares"
-        return github.at("error", message, None, f"{ref} not declared")
+        return github_text.at("error", message, None, f"{ref} not declared")
     lines = [f"{ref} differs live:", *(_change_text(change, change.name, str) for change in node.labels)]
-    return github.at("error", "\n".join(lines), node.origin, f"{ref} drifted from git")
+    return github_text.at("error", "\n".join(lines), node.origin, f"{ref} drifted from git")
 
 
-def _budget_annotation(budget: BudgetDrift) -> github.Annotation:
+def _budget_annotation(budget: BudgetDrift) -> github_text.Annotation:
     ref = f"poddisruptionbudget/{budget.namespace}/{budget.name}"
     if budget.state is State.ABSENT:
-        return github.at("error", f"{ref} is declared here but absent live", budget.origin, f"{ref} absent")
+        return github_text.at(
+            "error", f"{ref} is declared here but absent live", budget.origin, f"{ref} absent"
+        )
     lines = [
         f"{ref} differs live:",
         *(_change_text(change, f"spec.{change.name}", _value) for change in budget.fields),
     ]
-    return github.at("error", "\n".join(lines), budget.origin, f"{ref} drifted from git")
+    return github_text.at("error", "\n".join(lines), budget.origin, f"{ref} drifted from git")
 
 
 def _change_text(change: Change, name: str, show: Callable[[Any], str]) -> str:
@@ -164,21 +167,21 @@ def _change_text(change: Change, name: str, show: Callable[[Any], str]) -> str:
     return f"{name}: desired {show(change.desired)}, live {live}"
 
 
-def summary(drift: Drift, desired_dir: Path) -> github.Summary:
-    where = github.code(str(desired_dir))
+def summary(drift: Drift, desired_dir: Path) -> github_text.Summary:
+    where = github_text.code(str(desired_dir))
     if not drift.found:
-        return github.Summary("gpudrv diff: no drift", f"The cluster matches {where}.")
+        return github_text.Summary("gpudrv diff: no drift", f"The cluster matches {where}.")
     rows = [row for node in drift.nodes for row in _node_rows(node)]
     rows += [row for budget in drift.budgets for row in _budget_rows(budget)]
     rows += [row for item in drift.resources for row in _resource_rows(item)]
-    table = github.Table(("Object", "Field", "Desired (git)", "Live", "Declared in"), rows)
+    table = github_text.Table(("Object", "Field", "Desired (git)", "Live", "Declared in"), rows)
     objects = len(drift.nodes) + len(drift.budgets) + len(drift.resources)
     lead = f"The live cluster differs from {where}: {objects} objects."
-    return github.Summary("gpudrv diff: drift", lead, (table,))
+    return github_text.Summary("gpudrv diff: drift", lead, (table,))
 
 
 def _node_rows(node: NodeDrift) -> list[tuple[str, ...]]:
-    ref, origin = github.code(f"node/{node.node}"), github.code(node.origin or "")
+    ref, origin = github_text.code(f"node/{node.node}"), github_text.code(node.origin or "")
     if node.state is State.ABSENT:
         return [(ref, "", "declared", "**absent**", origin)]
     if node.state is State.UNDECLARED:
@@ -187,15 +190,15 @@ def _node_rows(node: NodeDrift) -> list[tuple[str, ...]]:
 
 
 def _budget_rows(budget: BudgetDrift) -> list[tuple[str, ...]]:
-    ref = github.code(f"poddisruptionbudget/{budget.namespace}/{budget.name}")
-    origin = github.code(budget.origin or "")
+    ref = github_text.code(f"poddisruptionbudget/{budget.namespace}/{budget.name}")
+    origin = github_text.code(budget.origin or "")
     if budget.state is State.ABSENT:
         return [(ref, "", "declared", "**absent**", origin)]
     return [(ref, *_cells(change, f"spec.{change.name}", _value), origin) for change in budget.fields]
 
 
 def _resource_rows(item: ResourceDrift) -> list[tuple[str, ...]]:
-    ref, origin = github.code(item.ref), github.code(item.origin or "")
+    ref, origin = github_text.code(item.ref), github_text.code(item.origin or "")
     if item.state is State.ABSENT:
         return [(ref, "", "declared", "**absent**", origin)]
     if item.state is State.UNDECLARED:
@@ -204,8 +207,8 @@ def _resource_rows(item: ResourceDrift) -> list[tuple[str, ...]]:
 
 
 def _cells(change: Change, name: str, show: Callable[[Any], str]) -> tuple[str, str, str]:
-    live = "_not set_" if change.live is None else github.code(show(change.live))
-    return github.code(name), github.code(show(change.desired)), live
+    live = "_not set_" if change.live is None else github_text.code(show(change.live))
+    return github_text.code(name), github_text.code(show(change.desired)), live
 
 
 def closing(drift: Drift) -> str:

@@ -11,10 +11,11 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from reconciler.adapters.ci import github
-from reconciler.adapters.files.yaml_out import yaml_text
+from reconciler.core.github_text import json_safe
+from reconciler.render.yaml_out import yaml_text
 
 FORMS = ("json", "yaml")
 
@@ -25,7 +26,13 @@ def document(kind: str, ok: bool, **fields: Any) -> dict[str, Any]:
 
 def text(value: dict[str, Any], form: str) -> str:
     """`value` as JSON (the default) or YAML text, safe to print inside GitHub Actions."""
-    return yaml_text(value) if form == "yaml" else github.json_text(value)
+    return yaml_text(value) if form == "yaml" else json_text(value)
+
+
+def json_text(value: object, indent: int | None = 2) -> str:
+    """`value` as JSON text for stdout: `##[` spelled `##\\u005b`, the same JSON string, which neither
+    the runner nor the guard of actions_guard.py takes for a workflow command."""
+    return json_safe(json.dumps(value, indent=indent))
 
 
 def structured(form: str) -> bool:

@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from reconciler.adapters.ci import github
-from reconciler.core import cuda
+from reconciler.core import cuda, github_text
 from reconciler.core.explain import Report
-from reconciler.render import document
+from reconciler.render import document, words
 
 # --- text ----------------------------------------------------------------------------------------
 
@@ -68,44 +67,51 @@ def _finding(finding: cuda.Finding) -> dict[str, Any]:
 # --- GitHub: the PR check's annotations at each manifest, a table in the step summary -------------
 
 
-def annotate(reports: Sequence[Report]) -> list[github.Annotation]:
+def annotate(reports: Sequence[Report]) -> list[github_text.Annotation]:
     return [annotation for report in reports for annotation in _annotations(report)]
 
 
-def _annotations(report: Report) -> Iterator[github.Annotation]:
+def _annotations(report: Report) -> Iterator[github_text.Annotation]:
     item = report.workload
-    file, line = (github.workspace_path(item.file) if item.file else None), item.line
+    file, line = (item.file or None), item.line
     if report.unplaced:
         why = [f"{node}: {reason}" for node, reason in report.fit.reasons.items()]
         why += [f"scheduler: {item.scheduler}"] if item.scheduler else []
         message = "\n".join([f"{item.ref} fits no node", *why])
-        yield github.Annotation("warning", message, file, line, f"{item.ref} fits no node")
+        yield github_text.Annotation("warning", message, file, line, f"{item.ref} fits no node")
     for finding in report.findings:
-        level: github.Level = "error" if finding.severity is cuda.Severity.ERROR else "warning"
+        level: github_text.Level = "error" if finding.severity is cuda.Severity.ERROR else "warning"
         title = f"{item.ref}: CUDA {finding.cuda} and the node driver"
-        yield github.Annotation(level, finding.message, file, line, title)
+        yield github_text.Annotation(level, finding.message, file, line, title)
 
 
-def summary(reports: Sequence[Report]) -> github.Summary:
+def summary(reports: Sequence[Report]) -> github_text.Summary:
     errors = sum(report.count(cuda.Severity.ERROR) for report in reports)
     unplaced = sum(report.unplaced for report in reports)
     heading = (
-        f"gpudrv explain: {github.count(len(reports), 'workload')}, {unplaced} fit no node, "
-        f"{github.count(errors, 'CUDA driver error')}"
+        f"gpudrv explain: {words.count(len(reports), 'workload')}, {unplaced} fit no node, "
+        f"{words.count(errors, 'CUDA driver error')}"
     )
     lead = "Where each workload may run, and whether the drivers there can run its CUDA images."
     # Driver errors first, then workloads that fit no node: the step summary may be cut short.
     ordered = sorted(reports, key=lambda report: (not report.count(cuda.Severity.ERROR), not report.unplaced))
     rows = [_row(report) for report in ordered]
-    table = github.Table(("Workload", "Fits", "CUDA driver", "Manifest"), rows)
-    return github.Summary(heading, lead, (table,))
+    table = github_text.Table(("Workload", "Fits", "CUDA driver", "Manifest"), rows)
+    return github_text.Summary(heading, lead, (table,))
 
 
 def _row(report: Report) -> tuple[str, str, str, str]:
     item = report.workload
-    fits = ", ".join(github.code(node) for node in report.fit.nodes) or "**no node**"
-    cuda_cells = [f"**{finding.severity}**: {github.text(finding.message)}" for finding in report.findings]
-    return github.code(item.ref), fits, "<br>".join(cuda_cells) or "ok", github.code(item.origin or "live")
+    fits = ", ".join(github_text.code(node) for node in report.fit.nodes) or "**no node**"
+    cuda_cells = [
+        f"**{finding.severity}**: {github_text.text(finding.message)}" for finding in report.findings
+    ]
+    return (
+        github_text.code(item.ref),
+        fits,
+        "<br>".join(cuda_cells) or "ok",
+        github_text.code(item.origin or "live"),
+    )
 
 
 def closing(reports: Sequence[Report]) -> str:

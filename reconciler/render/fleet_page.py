@@ -21,8 +21,9 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from reconciler.adapters.ci import actions_guard
 from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
+from reconciler.core.github_text import LEADING_COLON
+from reconciler.render import words
 
 if TYPE_CHECKING:
     from jinja2 import Environment
@@ -335,19 +336,6 @@ def fix_command(matrix: str, tag: str) -> str:
     return f"gpudrv matrix add --matrix {shlex.quote(matrix)} --tag {shlex.quote(tag)}"
 
 
-def plural(number: int, noun: str) -> str:
-    return noun if number == 1 else f"{noun}s"
-
-
-def count(number: int, noun: str) -> str:
-    """`1 node`, `2 nodes`."""
-    return f"{number} {plural(number, noun)}"
-
-
-def verb(number: int, one: str, many: str) -> str:
-    return one if number == 1 else many
-
-
 @cache
 def _environment() -> Environment:
     # Imported here: the other commands do not pay for Jinja2.
@@ -361,7 +349,7 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         finalize=_finalize,
     )
-    environment.filters.update(plural=plural, count=count, verb=verb)
+    environment.filters.update(plural=words.plural, count=words.count, verb=words.verb)
     return environment
 
 
@@ -373,4 +361,4 @@ def _finalize(value: object) -> object:
     if isinstance(value, Markup):
         return value
     text = str(escape(value)).replace("[", "&#91;").replace("\r", "&#13;").replace("\n", "&#10;")
-    return Markup(actions_guard.LEADING_COLON.sub(r"\1&#58;", text, count=1))
+    return Markup(LEADING_COLON.sub(r"\1&#58;", text, count=1))

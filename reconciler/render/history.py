@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.adapters.ci import github
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.render import document, table
 from reconciler.render.matrix import key_json
@@ -17,9 +16,9 @@ def json_lines(value: dict[str, Any]) -> str:
     """The document as JSON with one row per line: greppable, and the C encoder (indent= is pure
     Python, several times slower on a long history)."""
     rows = value["rows"]
-    head = [f"  {github.json_text(key, indent=None)}: {github.json_text(item, indent=None)}"
+    head = [f"  {document.json_text(key, indent=None)}: {document.json_text(item, indent=None)}"
             for key, item in value.items() if key != "rows"]  # fmt: skip
-    lines = ",\n".join(f"    {github.json_text(row, indent=None)}" for row in rows)
+    lines = ",\n".join(f"    {document.json_text(row, indent=None)}" for row in rows)
     tail = '"rows": [\n' + lines + "\n  ]" if rows else '"rows": []'
     return "{\n" + ",\n".join([*head, "  " + tail]) + "\n}"
 

@@ -1,6 +1,6 @@
 """`gpudrv matrix impact` output: text, JSON, Markdown for a PR, or GitHub annotations and a step summary.
 
-Both Markdown forms come from the same tables, with every value escaped (github.text, github.code).
+Both Markdown forms come from the same tables, with every value escaped (github_text.text, github_text.code).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.ci import github
+from reconciler.core import github_text
 from reconciler.core.impact import Impact, NodeImpact
 from reconciler.core.tags import ImageKey
-from reconciler.render import document
+from reconciler.render import document, words
 from reconciler.render.matrix import key_json
 
 ARROW = "\u2192"
@@ -35,12 +35,12 @@ def as_markdown(result: Impact, base: str, path: str) -> str:
     """For a PR description by hand: the same tables as the step summary, in the matrix's order."""
     changes = [(key, "added") for key in result.added] + [(key, "**removed**") for key in result.removed]
     tables = [_row_table(changes)] if changes else []
-    tables += [_node_table(result.nodes, github.text)] if result.nodes else []
-    heading = f"Support matrix impact: {github.code(path)}, {github.code(base)} {ARROW} this change"
+    tables += [_node_table(result.nodes, github_text.text)] if result.nodes else []
+    heading = f"Support matrix impact: {github_text.code(path)}, {github_text.code(base)} {ARROW} this change"
     lead = "" if changes else "No rows added or removed."
-    lead += "".join(f"\n\n**Cause:** {github.text(cause)}" for cause in result.causes)
-    lead += "".join(f"\n\n**Fleet:** {github.text(problem)}" for problem in result.problems)
-    section = github.Summary(heading, lead.strip("\n"), tables)
+    lead += "".join(f"\n\n**Cause:** {github_text.text(cause)}" for cause in result.causes)
+    lead += "".join(f"\n\n**Fleet:** {github_text.text(problem)}" for problem in result.problems)
+    section = github_text.Summary(heading, lead.strip("\n"), tables)
     return section.markdown(budget=sys.maxsize, max_rows=sys.maxsize).rstrip("\n")
 
 
@@ -65,21 +65,23 @@ def _subject(node: NodeImpact) -> str:
     return f"{node.before_tag or '(none)'} {ARROW} {now}" if node.retagged else now
 
 
-def _row_table(changes: Sequence[tuple[ImageKey, str]]) -> github.Table:
-    rows = [(github.code(key.as_csv()), github.code(key.tag), change) for key, change in changes]
-    return github.Table(("Row", "Image tag", "Change"), rows)
+def _row_table(changes: Sequence[tuple[ImageKey, str]]) -> github_text.Table:
+    rows = [(github_text.code(key.as_csv()), github_text.code(key.tag), change) for key, change in changes]
+    return github_text.Table(("Row", "Image tag", "Change"), rows)
 
 
-def _node_table(nodes: Sequence[NodeImpact], name: Callable[[str], str]) -> github.Table:
+def _node_table(nodes: Sequence[NodeImpact], name: Callable[[str], str]) -> github_text.Table:
     """`name` shows the node's name: a code span in the step summary, plain text in a PR description."""
-    return github.Table(("Node", "Image tag", "Before", "After"), [_node_cells(node, name) for node in nodes])
+    return github_text.Table(
+        ("Node", "Image tag", "Before", "After"), [_node_cells(node, name) for node in nodes]
+    )
 
 
 def _node_cells(node: NodeImpact, name: Callable[[str], str]) -> tuple[str, str, str, str]:
     # A manifest's values are not markup, and a pipe would end the table cell.
-    subject = github.code(node.tag) if node.tag is not None else github.text(node.reason or "")
+    subject = github_text.code(node.tag) if node.tag is not None else github_text.text(node.reason or "")
     if node.retagged:
-        subject = f"{github.code(node.before_tag or '(none)')} {ARROW} {subject}"
+        subject = f"{github_text.code(node.before_tag or '(none)')} {ARROW} {subject}"
     after = f"**{node.after}**" if node.changed else node.after
     return name(node.node), subject, node.before, after
 
@@ -116,18 +118,18 @@ class Context:
     lines: Mapping[ImageKey, int]  # working-tree line of each row
 
 
-def annotate(result: Impact, context: Context) -> list[github.Annotation]:
+def annotate(result: Impact, context: Context) -> list[github_text.Annotation]:
     notes = [_removed(key, result, context) for key in result.removed]
     notes += [_added(key, result, context) for key in result.added]
     notes += [_retagged(cause, result, context) for cause in result.causes]
     found = [note for note in notes if note is not None]
     return found + [
-        github.Annotation("error", problem, None, None, "driver resource refused")
+        github_text.Annotation("error", problem, None, None, "driver resource refused")
         for problem in result.problems
     ]
 
 
-def _retagged(cause: str, result: Impact, context: Context) -> github.Annotation | None:
+def _retagged(cause: str, result: Impact, context: Context) -> github_text.Annotation | None:
     broken = [node for node in result.broken if node.cause == cause]
     if not broken:
         return None
@@ -136,11 +138,11 @@ def _retagged(cause: str, result: Impact, context: Context) -> github.Annotation
         f"{cause}: {_names([node.node for node in broken])} would pull {missing}, which is not in "
         f"{context.matrix_path}; build it and add the row, or keep the change out"
     )
-    title = f"{github.count(len(broken), 'GPU node')} need an image the matrix lacks"
-    return github.Annotation("error", message, github.workspace_path(str(context.matrix_path)), None, title)
+    title = f"{words.count(len(broken), 'GPU node')} need an image the matrix lacks"
+    return github_text.Annotation("error", message, str(context.matrix_path), None, title)
 
 
-def _removed(key: ImageKey, result: Impact, context: Context) -> github.Annotation | None:
+def _removed(key: ImageKey, result: Impact, context: Context) -> github_text.Annotation | None:
     broken = [node.node for node in result.broken if node.tag == key.tag]
     if not broken:
         return None
@@ -149,17 +151,17 @@ def _removed(key: ImageKey, result: Impact, context: Context) -> github.Annotati
         f"{key.as_csv()} was in {context.base} and is removed here, but the image {key.tag} is still "
         f"needed by {_names(broken)}: a driver pod there would be stuck in ImagePullBackOff"
     )
-    title = f"removing {key.as_csv()} breaks {github.count(len(broken), 'GPU node')}"
-    return github.Annotation("error", message, github.workspace_path(str(context.matrix_path)), None, title)
+    title = f"removing {key.as_csv()} breaks {words.count(len(broken), 'GPU node')}"
+    return github_text.Annotation("error", message, str(context.matrix_path), None, title)
 
 
-def _added(key: ImageKey, result: Impact, context: Context) -> github.Annotation | None:
+def _added(key: ImageKey, result: Impact, context: Context) -> github_text.Annotation | None:
     fixed = [node.node for node in result.nodes if node.tag == key.tag and node.changed]
     if not fixed:
         return None
     message = f"{key.as_csv()} adds the driver image {key.tag}, needed by {_names(fixed)}"
     origin = f"{context.matrix_path}:{context.lines[key]}"
-    return github.at("notice", message, origin, f"{key.as_csv()} is needed")
+    return github_text.at("notice", message, origin, f"{key.as_csv()} is needed")
 
 
 def _names(nodes: Sequence[str]) -> str:
@@ -167,25 +169,25 @@ def _names(nodes: Sequence[str]) -> str:
     return f"{shown} and {len(nodes) - 10} more" if len(nodes) > 10 else shown
 
 
-def summary(result: Impact, base: str, path: str) -> github.Summary:
-    broken = github.count(len(result.broken), "GPU node")
+def summary(result: Impact, base: str, path: str) -> github_text.Summary:
+    broken = words.count(len(result.broken), "GPU node")
     heading = f"gpudrv matrix impact: {broken} would lose the driver image"
     if result.problems:
-        heading += f", {github.count(len(result.problems), 'driver resource problem')}"
+        heading += f", {words.count(len(result.problems), 'driver resource problem')}"
     if not result.failed:
         heading = "gpudrv matrix impact: no GPU node loses its driver image"
-    lead = f"{github.code(path)}, {github.code(base)} {ARROW} this change."
-    lead += "".join(f"\n\n**Cause:** {github.text(cause)}" for cause in result.causes)
-    lead += "".join(f"\n\n**Fleet:** {github.text(problem)}" for problem in result.problems)
+    lead = f"{github_text.code(path)}, {github_text.code(base)} {ARROW} this change."
+    lead += "".join(f"\n\n**Cause:** {github_text.text(cause)}" for cause in result.causes)
+    lead += "".join(f"\n\n**Fleet:** {github_text.text(problem)}" for problem in result.problems)
     changes = [(key, "**removed**") for key in result.removed] + [(key, "added") for key in result.added]
     # Broken nodes first, then the other changes, then the rest: the step summary may be cut short.
     ordered = sorted(result.nodes, key=lambda node: (not node.broken, not node.changed))
-    tables = [_row_table(changes)] + ([_node_table(ordered, github.code)] if result.nodes else [])
-    return github.Summary(heading, lead, tables)
+    tables = [_row_table(changes)] + ([_node_table(ordered, github_text.code)] if result.nodes else [])
+    return github_text.Summary(heading, lead, tables)
 
 
 def closing(result: Impact) -> str:
-    added, broken = github.count(len(result.added), "row"), github.count(len(result.broken), "GPU node")
+    added, broken = words.count(len(result.added), "row"), words.count(len(result.broken), "GPU node")
     return (
         f"gpudrv matrix impact: {added} added, {len(result.removed)} removed, {broken} would lose the image"
     )

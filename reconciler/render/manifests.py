@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters.ci import github
-from reconciler.adapters.files.node_manifests import Report
-from reconciler.render import document
+from reconciler.core import github_text
+from reconciler.core.node_schema import Report
+from reconciler.render import document, words
 
 
 def as_json(report: Report) -> dict[str, Any]:
@@ -23,23 +23,29 @@ def as_json(report: Report) -> dict[str, Any]:
     )
 
 
-def annotate(report: Report) -> list[github.Annotation]:
+def annotate(report: Report) -> list[github_text.Annotation]:
     return [
-        github.Annotation("error", p.message, github.workspace_path(str(p.file)), p.line, "Node manifest")
-        for p in report.problems
+        github_text.Annotation("error", p.message, p.file, p.line, "Node manifest") for p in report.problems
     ]
 
 
-def summary(report: Report) -> github.Summary:
-    where = github.code(str(report.folder))
+def summary(report: Report) -> github_text.Summary:
+    where = github_text.code(str(report.folder))
     if not report.problems:
-        lead = f"{github.count(report.nodes, 'Node manifest')} under {where}, each matching the schema."
-        return github.Summary("gpudrv manifests validate: valid", lead)
-    rows = [(github.code(f"{p.file}:{p.line}"), github.text(p.message)) for p in report.problems]
+        lead = f"{words.count(report.nodes, 'Node manifest')} under {where}, each matching the schema."
+        return github_text.Summary("gpudrv manifests validate: valid", lead)
+    rows = [(github_text.code(f"{p.file}:{p.line}"), github_text.text(p.message)) for p in report.problems]
     problems, manifests = (
-        github.count(len(report.problems), "problem"),
-        github.count(report.nodes, "Node manifest"),
+        words.count(len(report.problems), "problem"),
+        words.count(report.nodes, "Node manifest"),
     )
     lead = f"{problems} in {manifests} under {where}."
-    table = github.Table(("Where", "Problem"), rows)
-    return github.Summary("gpudrv manifests validate: invalid", lead, (table,))
+    table = github_text.Table(("Where", "Problem"), rows)
+    return github_text.Summary("gpudrv manifests validate: invalid", lead, (table,))
+
+
+def verdict(report: Report) -> str:
+    manifests = words.count(report.nodes, "Node manifest")
+    if report.problems:
+        return f"{report.folder}: {words.count(len(report.problems), 'problem')} in {manifests}"
+    return f"{report.folder}: {manifests}, valid"

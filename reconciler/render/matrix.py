@@ -6,35 +6,36 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.ci import github
-from reconciler.core import matrix
+from reconciler.core import github_text, matrix
 from reconciler.core.tags import ImageKey
-from reconciler.render import document
+from reconciler.render import document, words
 
 
 def verdict(path: Path, parsed: matrix.Matrix) -> str:
     if parsed.ok:
         return f"{path}: {len(parsed.rows)} rows, valid"
-    return f"{path}: {github.count(len(parsed.problems), 'problem')}"
+    return f"{path}: {words.count(len(parsed.problems), 'problem')}"
 
 
-def annotate(path: Path, parsed: matrix.Matrix) -> list[github.Annotation]:
-    file = github.workspace_path(str(path))
+def annotate(path: Path, parsed: matrix.Matrix) -> list[github_text.Annotation]:
+    file = str(path)
     return [
-        github.Annotation("error", problem.message, file, problem.line, "support matrix")
+        github_text.Annotation("error", problem.message, file, problem.line, "support matrix")
         for problem in parsed.problems
     ]
 
 
-def summary(path: Path, parsed: matrix.Matrix) -> github.Summary:
-    where = github.code(str(path))
+def summary(path: Path, parsed: matrix.Matrix) -> github_text.Summary:
+    where = github_text.code(str(path))
     if parsed.ok:
-        return github.Summary("gpudrv matrix validate: valid", f"{where}: {len(parsed.rows)} rows, valid.")
-    rows = [(str(problem.line), github.text(problem.message)) for problem in parsed.problems]
-    table = github.Table(("Line", "Problem"), rows)
-    problems = github.count(len(parsed.problems), "problem")
+        return github_text.Summary(
+            "gpudrv matrix validate: valid", f"{where}: {len(parsed.rows)} rows, valid."
+        )
+    rows = [(str(problem.line), github_text.text(problem.message)) for problem in parsed.problems]
+    table = github_text.Table(("Line", "Problem"), rows)
+    problems = words.count(len(parsed.problems), "problem")
     lead = f"{where} has {problems}; gpudrv refuses to read it until they are fixed."
-    return github.Summary("gpudrv matrix validate: invalid", lead, (table,))
+    return github_text.Summary("gpudrv matrix validate: invalid", lead, (table,))
 
 
 def as_json(path: Path, parsed: matrix.Matrix) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.adapters.cluster.reviews import Answer, Report
+from reconciler.core.access import Answer, Report
 from reconciler.core.audit import Finding
 from reconciler.core.fleetwatch import Change, Kind
 from reconciler.core.reconcile_ports import AVAILABLE, MISSING, Event

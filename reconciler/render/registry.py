@@ -1,7 +1,7 @@
 """Output of `gpudrv matrix verify` and of `gpudrv audit --registry`: text, JSON, GitHub.
 
 Tags listed by the registry are untrusted text like matrix cells: in GitHub output they go through
-github.annotation (escaped) and github.code (a code span); the closing line carries counts only.
+github_text.annotation (escaped) and github_text.code (a code span); the closing line carries counts only.
 """
 
 from __future__ import annotations
@@ -11,15 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.ci import github
-from reconciler.adapters.files.matrix_file import Appended
+from reconciler.core import github_text
 from reconciler.core.audit import AuditResult, Finding, Status
+from reconciler.core.matrix import Appended
 from reconciler.core.operator import Mode
 from reconciler.core.registry import Repository, Verification
-from reconciler.render import audit as audit_show
-from reconciler.render import document
+from reconciler.render import audit, document, words
 
-SHOWN_NODES = audit_show.SHOWN_NODES
+SHOWN_NODES = audit.SHOWN_NODES
 
 # --- matrix verify ---------------------------------------------------------------------------------
 
@@ -41,8 +40,8 @@ def verdict(result: Verification) -> str:
     text = f"{result.repository}: {result.checked} rows, {result.present} with an image, "
     text += f"{len(result.missing)} MISSING"
     if result.extra is not None:
-        text += f"; in the registry, not in the matrix: {github.count(len(result.extra), 'driver image tag')}"
-        text += f" and {github.count(result.other_tags, 'other tag')}" if result.other_tags else ""
+        text += f"; in the registry, not in the matrix: {words.count(len(result.extra), 'driver image tag')}"
+        text += f" and {words.count(result.other_tags, 'other tag')}" if result.other_tags else ""
     return text
 
 
@@ -75,11 +74,11 @@ def verify_json(result: Verification, path: Path, added: Sequence[Appended] = ()
 
 def verify_annotations(
     result: Verification, path: Path, added: Sequence[Appended] = ()
-) -> list[github.Annotation]:
-    file = github.workspace_path(str(path))
+) -> list[github_text.Annotation]:
+    file = str(path)
     repository = result.repository
     notes = [
-        github.Annotation(
+        github_text.Annotation(
             "error",
             f"{repository.reference(row.key.tag)} is not in the registry: a node that needs it would be "
             f"stuck in ImagePullBackOff. Push the image, or remove the row",
@@ -98,25 +97,27 @@ def verify_annotations(
             else f"{repository.reference(extra.tag)} is in the registry, not in the matrix: "
             f"gpudrv matrix add --tag {extra.tag}"
         )
-        notes.append(github.Annotation("notice", message, file, line, "registry tag not in the matrix"))
+        notes.append(github_text.Annotation("notice", message, file, line, "registry tag not in the matrix"))
     return notes
 
 
-def verify_summary(result: Verification, path: Path) -> github.Summary:
-    where, repository = github.code(str(path)), github.code(str(result.repository))
+def verify_summary(result: Verification, path: Path) -> github_text.Summary:
+    where, repository = github_text.code(str(path)), github_text.code(str(result.repository))
     tables = []
     if result.missing:
-        rows = [(github.code(f"{path}:{row.line}"), github.code(row.key.tag)) for row in result.missing]
-        tables.append(github.Table(("Row", "Missing image tag"), rows))
+        rows = [
+            (github_text.code(f"{path}:{row.line}"), github_text.code(row.key.tag)) for row in result.missing
+        ]
+        tables.append(github_text.Table(("Row", "Missing image tag"), rows))
     if result.extra:
-        extra = [(github.code(item.tag),) for item in result.extra]
-        tables.append(github.Table(("Tag in the registry, not in the matrix",), extra))
+        extra = [(github_text.code(item.tag),) for item in result.extra]
+        tables.append(github_text.Table(("Tag in the registry, not in the matrix",), extra))
     lead = f"{result.checked} rows of {where} checked against {repository}: {result.present} with an image"
     if result.missing:
         lead += f", {len(result.missing)} without (a node that needs one is stuck in ImagePullBackOff)"
     lead += "."
     heading = "gpudrv matrix verify: " + (f"{len(result.missing)} MISSING" if result.missing else "OK")
-    return github.Summary(heading, lead, tuple(tables))
+    return github_text.Summary(heading, lead, tuple(tables))
 
 
 # --- audit --registry --------------------------------------------------------------------------------
@@ -132,19 +133,19 @@ def with_references(result: AuditResult, repository: Repository) -> AuditResult:
 
 
 def audit_json(result: AuditResult, repository: Repository) -> dict[str, Any]:
-    return audit_show.as_json(result, registry=str(repository))
+    return audit.as_json(result, registry=str(repository))
 
 
-def audit_annotations(result: AuditResult, repository: Repository) -> list[github.Annotation]:
+def audit_annotations(result: AuditResult, repository: Repository) -> list[github_text.Annotation]:
     missing = [f for f in result.findings if f.status is Status.MISSING]
     notes = [_missing(group, repository, result.mode) for group in _by_tag(missing)]
     notes += [
-        github.at("error", f"node {f.node}: {f.detail}", f.origin, f"{f.node}: no driver image tag")
+        github_text.at("error", f"node {f.node}: {f.detail}", f.origin, f"{f.node}: no driver image tag")
         for f in result.findings
         if f.status is Status.INVALID
     ]
     title = "GPU Operator: one os tag for every OS"
-    notes += [github.at("error", note.message, note.origin, title) for note in result.notes]
+    notes += [github_text.at("error", note.message, note.origin, title) for note in result.notes]
     return notes
 
 
@@ -155,40 +156,45 @@ def _by_tag(findings: Sequence[Finding]) -> list[list[Finding]]:
     return list(groups.values())
 
 
-def _missing(group: Sequence[Finding], repository: Repository, mode: Mode) -> github.Annotation:
+def _missing(group: Sequence[Finding], repository: Repository, mode: Mode) -> github_text.Annotation:
     first, names = group[0], [f.node for f in group]
     shown = ", ".join(names[:SHOWN_NODES])
     shown += f" and {len(names) - SHOWN_NODES} more" if len(names) > SHOWN_NODES else ""
     message = (
         f"{repository.reference(first.detail)} is not in the registry: "
-        f"{github.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. Build and push it"
+        f"{words.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. Build and push it"
     )
     resource = first.resource
     origin = resource.version_origin if resource and mode is not Mode.LAB else first.origin
-    return github.at("error", message, origin, f"driver image {first.detail} is not in the registry")
+    return github_text.at("error", message, origin, f"driver image {first.detail} is not in the registry")
 
 
-def audit_summary(result: AuditResult, repository: Repository) -> github.Summary:
-    where = github.code(str(repository))
-    audited = github.count(len(result.audited), "GPU node")
+def audit_summary(result: AuditResult, repository: Repository) -> github_text.Summary:
+    where = github_text.code(str(repository))
+    audited = words.count(len(result.audited), "GPU node")
     if result.ok:
-        return github.Summary("gpudrv audit: OK", f"{audited}, each with its driver image in {where}.")
+        return github_text.Summary("gpudrv audit: OK", f"{audited}, each with its driver image in {where}.")
     heading = f"gpudrv audit: {len(result.findings)} of {audited} without a driver image"
-    heading += f", {github.count(len(result.notes), 'fleet problem')}" if result.notes else ""
+    heading += f", {words.count(len(result.notes), 'fleet problem')}" if result.notes else ""
     lead = f"Not in {where}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
-    lead += "".join(f"\n\n**Fleet:** {github.text(note.message)}" for note in result.notes)
+    lead += "".join(f"\n\n**Fleet:** {github_text.text(note.message)}" for note in result.notes)
     rows = [
         (
-            github.code(f.node),
+            github_text.code(f.node),
             f"**{f.status}**",
-            github.code(f.image or f.detail),
-            github.code(f.origin or "-"),
+            github_text.code(f.image or f.detail),
+            github_text.code(f.origin or "-"),
         )
         for f in result.findings
     ]
-    table = github.Table(("Node", "Status", "Image or reason", "Where"), rows)
-    return github.Summary(heading, lead, (table,))
+    table = github_text.Table(("Node", "Status", "Image or reason", "Where"), rows)
+    return github_text.Summary(heading, lead, (table,))
 
 
 def audit_closing(result: AuditResult) -> str:
-    return audit_show.closing(result) + " (registry)"
+    return audit.closing(result) + " (registry)"
+
+
+def audit_text(result: AuditResult, present: int, repository: Repository) -> str:
+    """`audit --registry` as text: the audit's, against the `present` tags found in the registry."""
+    return audit.as_text(result, audit.images_in(present, str(repository)))

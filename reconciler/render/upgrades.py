@@ -8,11 +8,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.core.audit import AuditResult
-from reconciler.core.operator import Wants
+from reconciler.core.driver_images import Wants
 from reconciler.core.rollout import Move
 from reconciler.core.upgrade import Gate, Images, NodePlan
-from reconciler.render import audit as audit_show
 from reconciler.render import document, table
+from reconciler.render.audit import findings_json, note_json
 
 
 def plan_text(plans: Sequence[NodePlan], images: Images) -> str:
@@ -197,7 +197,7 @@ def moves_json(moves: Sequence[Move], found: Wants, images: Images, ok: bool) ->
             }
             for move in moves
         ],
-        notes=[audit_show.note_json(note) for note in found.notes],
+        notes=[note_json(note) for note in found.notes],
     )
 
 
@@ -228,6 +228,6 @@ def applied_json(
         node_count=len(nodes),
         nodes=nodes,
         audited=audit is not None,
-        findings=[] if audit is None else audit_show.findings_json(audit),
+        findings=[] if audit is None else findings_json(audit),
         summary=summary,
     )

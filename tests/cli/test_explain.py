@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.adapters.ci import github
+from reconciler.core import github_text
 from tests.conftest import run_main
 
 LAB = "clusters/lab"
@@ -302,10 +302,10 @@ def test_from_and_kubeconfig_do_not_mix(lab: Path) -> None:
 
 
 def test_annotation_escaping() -> None:
-    assert github.escape_data("100% a\r\nb:c,d") == "100%25 a%0D%0Ab:c,d"
-    assert github.escape_property("100% a\r\nb:c,d") == "100%25 a%0D%0Ab%3Ac%2Cd"
-    assert github.escape_data("%0A") == "%250A"  # % first, so escapes are not escaped twice
-    line = github.annotation("warning", "m: 1%\nnext", "dir/a,b.yaml", 7, "T: x")
+    assert github_text.escape_data("100% a\r\nb:c,d") == "100%25 a%0D%0Ab:c,d"
+    assert github_text.escape_property("100% a\r\nb:c,d") == "100%25 a%0D%0Ab%3Ac%2Cd"
+    assert github_text.escape_data("%0A") == "%250A"  # % first, so escapes are not escaped twice
+    line = github_text.annotation("warning", "m: 1%\nnext", "dir/a,b.yaml", 7, "T: x")
     assert line == "::warning file=dir/a%2Cb.yaml,line=7,title=T%3A x::m: 1%25%0Anext"
-    assert github.annotation("error", "plain") == "::error::plain"
-    assert github.annotation("notice", "m", title="t") == "::notice title=t::m"
+    assert github_text.annotation("error", "plain") == "::error::plain"
+    assert github_text.annotation("notice", "m", title="t") == "::notice title=t::m"

@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler import cli
-from reconciler.adapters.ci import actions_guard
+from reconciler.core import github_text
 from tests.conftest import REPO, run_gpudrv
 
 BOUNDED = settings(max_examples=40, deadline=None, database=None)
@@ -36,7 +36,7 @@ file_names = untrusted.map(lambda text: text.replace("/", "_")[:100])
 
 OWN_ANNOTATION = re.compile(r"::(error|warning|notice)( [^:]*)?::")
 LEADING_COMMAND = re.compile(r"^\s*::")
-INVISIBLE = re.compile(f"[{actions_guard.IGNORABLE}]")  # what the runner's comparison may skip
+INVISIBLE = re.compile(f"[{github_text.IGNORABLE}]")  # what the runner's comparison may skip
 KERNEL = "feature.node.kubernetes.io/kernel-version.full"
 HOSTILE_OUTPUT = "x\n::warning::argparse ##[error]y"
 

@@ -27,14 +27,14 @@ from types import FrameType
 
 import pytest
 
-from reconciler.adapters.ci import actions_guard
+from reconciler.core import github_text
 from tests.conftest import gpudrv_command, gpudrv_env, run_main
 from tests.hostile.corpus import VALIDATORS, Case, Workspace, cases, lab
 
 CASES = cases()
 OWN_ANNOTATION = re.compile(r"::(error|warning|notice)( [^:\r\n]*)?::[^\r\n]*")
 LEADING_COMMAND = re.compile(r"^\s*::")
-INVISIBLE = re.compile(f"[{actions_guard.IGNORABLE}]")
+INVISIBLE = re.compile(f"[{github_text.IGNORABLE}]")
 
 
 def test_the_corpus_is_large_and_covers_every_command() -> None:

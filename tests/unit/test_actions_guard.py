@@ -11,8 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters.ci import actions_guard, github
+from reconciler.adapters.ci import actions_guard
 from reconciler.adapters.ci.actions_guard import Guard
+from reconciler.core import github_text
+from reconciler.render import document
 
 BOUNDED = settings(max_examples=200, deadline=None, database=None)
 # Pieces that make workflow commands, line breaks the runner knows and blanks it trims, and plain text.
@@ -21,7 +23,7 @@ PIECES = ("::", ":", "##[", "#", "[", "]", "%", "\r", "\n", "\r\n", "\u2028", "\
           "\u00a0", "\u0085", "\ufeff", "\u00ad", "\u200b", "\x01", "warning", "stop-commands", "x",
           "\\", ",")  # fmt: skip
 untrusted = st.lists(st.sampled_from(PIECES), max_size=30).map("".join)
-INVISIBLE = re.compile(f"[{actions_guard.IGNORABLE}]")
+INVISIBLE = re.compile(f"[{github_text.IGNORABLE}]")
 LEADING_COMMAND = re.compile(r"^\s*::")
 
 
@@ -135,8 +137,8 @@ def test_guarded_whether_or_not_in_actions(monkeypatch: pytest.MonkeyPatch, acti
 
 
 def test_escape_data_neutralises_both_forms() -> None:
-    assert github.escape_data("a ##[warning] b\r\n::x") == "a ##\\[warning] b%0D%0A::x"
-    assert github.annotation("error", "##[stop-commands]t", title="##[x]") == (
+    assert github_text.escape_data("a ##[warning] b\r\n::x") == "a ##\\[warning] b%0D%0A::x"
+    assert github_text.annotation("error", "##[stop-commands]t", title="##[x]") == (
         "::error title=##\\[x]::##\\[stop-commands]t"
     )
 
@@ -165,7 +167,7 @@ def test_property_text_without_the_trigger_characters_is_unchanged(text: str) ->
 @given(st.recursive(st.none() | untrusted | st.integers(), lambda kids: st.lists(kids, max_size=3)))
 def test_property_json_text_is_the_same_json_without_commands(value: object) -> None:
     for indent in (2, None):
-        text = github.json_text({"value": value, "k": value}, indent)
+        text = document.json_text({"value": value, "k": value}, indent)
         assert json.loads(text) == {"value": value, "k": value}
         assert "##[" not in text
         assert guarded(text) == text  # the guard leaves it alone: still valid JSON
@@ -176,11 +178,11 @@ def test_property_json_text_is_the_same_json_without_commands(value: object) -> 
 def test_property_yaml_text_is_the_same_data_without_commands(value: object) -> None:
     from ruamel.yaml import YAML
 
-    from reconciler.adapters.files.yaml_out import yaml_text
+    from reconciler.render.yaml_out import yaml_text
 
-    document = {"value": value, untrusted_key(value): value}
-    text = yaml_text(document)
-    assert YAML(typ="safe").load(text) == document
+    data = {"value": value, untrusted_key(value): value}
+    text = yaml_text(data)
+    assert YAML(typ="safe").load(text) == data
     assert_no_command(text)
     assert guarded(text) == text  # the guard leaves it alone: still valid YAML
 

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import kube
+from reconciler.commands.diff import terminal_colour
 from reconciler.core import diff
 from reconciler.core.diff import Budget, BudgetDrift, Change, NodeDrift, State
 from reconciler.core.impact import NodeImpact, impact
@@ -98,14 +99,14 @@ def test_budget_selector_and_policy_and_absence() -> None:
 
 
 def test_no_drift() -> None:
-    result = diff.diff([Node("n", LAB)], [Node("n", {**LAB, "x": "y"})], [], [])
+    result = diff.drift([Node("n", LAB)], [Node("n", {**LAB, "x": "y"})], [], [])
     assert not result.found
     assert diff_cmd.as_text(result, Path("fleet"), plain) == "no drift"
     assert diff_cmd.as_json(result) == {"kind": "diff", "ok": True, "nodes": [], "budgets": [], "drivers": []}
 
 
 def test_diff_text_like_kubectl_diff() -> None:
-    result = diff.diff(
+    result = diff.drift(
         [Node("lab-node-1", {MAJOR: "550", "extra": "yes"}, "f/n1.yaml:1"), Node("new", GPU, "f/new.yaml:1")],
         [Node("lab-node-1", {MAJOR: "535"}), Node("stray", GPU)],
         [Budget("gpu-drv", "trainer-pdb", {"minAvailable": 4, "selector": SELECTOR}, "f/w.yaml:30")],
@@ -139,7 +140,7 @@ def test_diff_text_like_kubectl_diff() -> None:
 
 
 def test_diff_colours_minus_red_plus_green() -> None:
-    result = diff.diff([Node("n", {MAJOR: "550"})], [Node("n", {MAJOR: "535"})])
+    result = diff.drift([Node("n", {MAJOR: "550"})], [Node("n", {MAJOR: "535"})])
 
     def paint(colour: str, text: str) -> str:
         return f"<{colour}>{text}</>"
@@ -155,12 +156,14 @@ def test_diff_paints_only_on_a_terminal_without_no_color(monkeypatch: pytest.Mon
 
     monkeypatch.setattr("sys.stdout", Tty())
     monkeypatch.delenv("NO_COLOR", raising=False)
-    assert diff_cmd.paint()(diff_cmd.RED, "x") == f"{diff_cmd.RED}x{diff_cmd.RESET}"
+    assert terminal_colour()
     monkeypatch.setenv("NO_COLOR", "1")
-    assert diff_cmd.paint()(diff_cmd.RED, "x") == "x"
+    assert not terminal_colour()
     Tty.isatty = lambda self: False  # type: ignore[method-assign]  # a pipe or a file
     monkeypatch.delenv("NO_COLOR")
-    assert diff_cmd.paint()(diff_cmd.RED, "x") == "x"
+    assert not terminal_colour()
+    assert diff_cmd.paint(True)(diff_cmd.RED, "x") == f"{diff_cmd.RED}x{diff_cmd.RESET}"
+    assert diff_cmd.paint(False)(diff_cmd.RED, "x") == "x"
 
 
 def test_live_budget_from_api_json() -> None:

@@ -18,12 +18,11 @@ from reconciler.core.executor import (
     DRIVER_APP,
     Installer,
     Lease,
-    NodeRun,
     Options,
-    Rollout,
-    Round,
     StepFailed,
 )
+from reconciler.core.fleet_upgrade import FleetUpgrade, Outcome, Round
+from reconciler.core.node_run import NodeRun
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import (
     FAILURE,
@@ -241,9 +240,9 @@ class World:
                 plans.append(plan)
         return Round(plans, {n: self.fleet.pods_on(n) for n in self.wanted}, self.budgets)
 
-    def rollout(self, **options: object) -> executor.Outcome:
+    def rollout(self, **options: object) -> Outcome:
         owners = iter(f"here/100/{i:04x}" for i in range(1000))
-        return Rollout(
+        return FleetUpgrade(
             self.fleet, self.host, IMAGES, Options(**options),  # type: ignore[arg-type]
             self.read, owner=lambda: next(owners),
             reporter=lambda node: Lines(node, self.out), say=self.out.append,

@@ -13,9 +13,9 @@ import pytest
 from reconciler.adapters.ci.actions_guard import Guard
 from reconciler.core import fleet_page as data
 from reconciler.core import upgrade
+from reconciler.core.driver_images import Want
 from reconciler.core.fleet_page import NO_STATE, Change, NodeState, Phase
 from reconciler.core.history import CommitInfo, Lifetime
-from reconciler.core.operator import Want
 from reconciler.core.tags import KERNEL, ImageKey, Node
 from reconciler.render import fleet_page as page
 

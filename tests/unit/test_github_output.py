@@ -11,8 +11,9 @@ import pytest
 
 from reconciler import cli
 from reconciler.adapters.ci import github
-from reconciler.core import matrix, node_schema, tags
+from reconciler.core import github_text, matrix, node_schema, tags
 from reconciler.errors import GpudrvError
+from reconciler.render import words
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas/node-manifest.schema.json").read_text())
 CHECKER = node_schema.validator(SCHEMA)
@@ -41,7 +42,7 @@ def unescape_data(text: str) -> str:
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_no_value_can_start_a_workflow_command(payload: str) -> None:
-    line = github.Annotation("error", f"m {payload}", f"dir/{payload}.yaml", 3, f"t {payload}").command()
+    line = github_text.Annotation("error", f"m {payload}", f"dir/{payload}.yaml", 3, f"t {payload}").command()
     assert lines_as_the_runner_reads(line) == [line]
     assert line.startswith("::error file=dir/")
     message = line.split("::", 2)[2]
@@ -49,22 +50,22 @@ def test_no_value_can_start_a_workflow_command(payload: str) -> None:
 
 
 def test_properties_cannot_add_properties() -> None:
-    line = github.annotation("error", "m", file="a.yaml,line=99", line=3, title="t,file=x.yaml")
+    line = github_text.annotation("error", "m", file="a.yaml,line=99", line=3, title="t,file=x.yaml")
     assert line == "::error file=a.yaml%2Cline=99,line=3,title=t%2Cfile=x.yaml::m"
 
 
 def test_percent_is_escaped_first() -> None:
-    assert github.escape_data("%0A") == "%250A"
-    assert github.escape_property("%3A:") == "%253A%3A"
+    assert github_text.escape_data("%0A") == "%250A"
+    assert github_text.escape_property("%3A:") == "%253A%3A"
 
 
 def test_shown_puts_errors_first_and_says_how_many_more() -> None:
-    notes = [github.Annotation("notice", f"n{i}") for i in range(3)]
-    notes += [github.Annotation("error", f"e{i}") for i in range(25)]
-    notes += [github.Annotation("warning", f"w{i}") for i in range(10)]
-    shown = github.shown(notes)
+    notes = [github_text.Annotation("notice", f"n{i}") for i in range(3)]
+    notes += [github_text.Annotation("error", f"e{i}") for i in range(25)]
+    notes += [github_text.Annotation("warning", f"w{i}") for i in range(10)]
+    shown = github_text.shown(notes)
     assert [note.message for note in shown[:9]] == [f"e{i}" for i in range(9)]
-    assert shown[9] == github.Annotation("error", "16 more errors: see the job summary", title="gpudrv")
+    assert shown[9] == github_text.Annotation("error", "16 more errors: see the job summary", title="gpudrv")
     assert [note.message for note in shown[10:20]] == [f"w{i}" for i in range(10)]  # exactly 10: all
     assert [note.message for note in shown[20:]] == ["n0", "n1", "n2"]
 
@@ -72,9 +73,12 @@ def test_shown_puts_errors_first_and_says_how_many_more() -> None:
 def test_origins_and_paths_relative_to_the_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)
-    assert github.split_origin("clusters/a b.yaml:12") == ("clusters/a b.yaml", 12)
-    assert github.split_origin(str(tmp_path / "x.yaml")) == ("x.yaml", None)
-    assert github.split_origin(None) == (None, None)
+    assert github_text.split_origin("clusters/a b.yaml:12") == ("clusters/a b.yaml", 12)
+    assert github_text.split_origin(str(tmp_path / "x.yaml")) == (str(tmp_path / "x.yaml"), None)  # as given
+    assert github_text.split_origin(None) == (None, None)
+    located = github_text.at("error", "m", str(tmp_path / "x.yaml:4"), "t")
+    assert github.placed(located) == github_text.Annotation("error", "m", "x.yaml", 4, "t")  # from the root
+    assert github.placed(github_text.Annotation("error", "m")) == github_text.Annotation("error", "m")
     (tmp_path / "sub").mkdir()
     monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path))
     monkeypatch.chdir(tmp_path / "sub")
@@ -117,7 +121,7 @@ def test_a_path_with_a_space_keeps_its_annotation(
 
 
 def test_count() -> None:
-    assert (github.count(1, "row"), github.count(0, "row"), github.count(2, "row")) == (
+    assert (words.count(1, "row"), words.count(0, "row"), words.count(2, "row")) == (
         "1 row",
         "0 rows",
         "2 rows",
@@ -138,16 +142,16 @@ def test_count() -> None:
     ],
 )
 def test_code_spans(value: str, cell: str) -> None:
-    assert github.code(value) == cell
+    assert github_text.code(value) == cell
 
 
 def test_text_is_literal() -> None:
-    assert github.text("a_b *c* [l](u) <b> | x\r\ny & z") == r"a\_b \*c\* \[l\](u) \<b\> \| x y \& z"
+    assert github_text.text("a_b *c* [l](u) <b> | x\r\ny & z") == r"a\_b \*c\* \[l\](u) \<b\> \| x y \& z"
 
 
 def test_summary_is_cut_to_its_budget_with_the_count_of_rows_left_out() -> None:
-    rows = [(github.code(f"node-{i:05d}"), "x" * 100) for i in range(5000)]
-    summary = github.Summary("gpudrv audit", "lead", (github.Table(("Node", "Why"), rows),))
+    rows = [(github_text.code(f"node-{i:05d}"), "x" * 100) for i in range(5000)]
+    summary = github_text.Summary("gpudrv audit", "lead", (github_text.Table(("Node", "Why"), rows),))
     markdown = summary.markdown(budget=20_000)
     assert len(markdown.encode()) <= 20_000
     shown = [line for line in markdown.splitlines() if line.startswith("| `node-")]
@@ -158,7 +162,7 @@ def test_summary_is_cut_to_its_budget_with_the_count_of_rows_left_out() -> None:
     )
     # And never more than MAX_ROWS, however large the budget.
     big = summary.markdown(budget=10_000_000)
-    assert sum(line.startswith("| `node-") for line in big.splitlines()) == github.MAX_ROWS
+    assert sum(line.startswith("| `node-") for line in big.splitlines()) == github_text.MAX_ROWS
 
 
 def test_append_summary_appends_once_and_respects_the_steps_limit(
@@ -166,20 +170,20 @@ def test_append_summary_appends_once_and_respects_the_steps_limit(
 ) -> None:
     target = tmp_path / "summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
-    rows = [(github.code(f"n{i}"), "y" * 200) for i in range(10_000)]
-    summary = github.Summary("big", "", (github.Table(("N", "Y"), rows),))
+    rows = [(github_text.code(f"n{i}"), "y" * 200) for i in range(10_000)]
+    summary = github_text.Summary("big", "", (github_text.Table(("N", "Y"), rows),))
     github.append_summary(summary)
     first = target.stat().st_size
-    assert first <= github.SECTION_BUDGET
-    target.write_text("z" * (github.SUMMARY_LIMIT - 10_000))  # a step that already wrote a lot
+    assert first <= github_text.SECTION_BUDGET
+    target.write_text("z" * (github_text.SUMMARY_LIMIT - 10_000))  # a step that already wrote a lot
     github.append_summary(summary)
-    assert target.stat().st_size <= github.SUMMARY_LIMIT
+    assert target.stat().st_size <= github_text.SUMMARY_LIMIT
     assert "_... and " in target.read_text()[-300:]
 
 
 def test_append_summary_outside_github_is_a_no_op(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    github.append_summary(github.Summary("x"))  # nothing to write to, nothing raised
+    github.append_summary(github_text.Summary("x"))  # nothing to write to, nothing raised
 
 
 # --- the node manifest schema ---------------------------------------------------------------------------

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from reconciler.core.driver_images import wants
 from reconciler.core.impact import Side, impact_sides
-from reconciler.core.operator import wants
 from reconciler.core.tags import ImageKey
 from tests.unit.test_operator import build, gpu, policy
 

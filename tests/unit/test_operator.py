@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import operator, tags
+from reconciler.core import driver_images, operator, tags
 from reconciler.core.operator import Contract, ContractError, Kind, Mode, ResourceError
 from reconciler.core.tags import Node
 
@@ -137,7 +137,7 @@ def test_contracts_gpudrv_refuses(documents: tuple[dict[str, Any], ...], message
 
 def test_image_with_its_own_tag_needs_no_version() -> None:
     contract = build(policy(repository=None, version=None, image="registry.local:5000/nv/driver:550"))
-    want = operator.want_of(contract, gpu("a"))
+    want = driver_images.want_of(contract, gpu("a"))
     assert want.image == "registry.local:5000/nv/driver:550-5.15.0-119-generic-ubuntu22.04"
     assert want.tag == "550-5.15.0-119-generic-ubuntu22.04"
 
@@ -211,7 +211,7 @@ def test_from_v26_7_0_a_default_nvidiadriver_with_a_node_selector_is_refused() -
 
 def test_nvidiadriver_images_are_per_node_os() -> None:
     contract = build(nvd("ubuntu", {tags.OS_ID: "ubuntu"}), nvd("rhel", {tags.OS_ID: "rhel"}, version="570"))
-    found = operator.wants(contract, [gpu("r", RHEL), gpu("u"), Node("cpu", {})])
+    found = driver_images.wants(contract, [gpu("r", RHEL), gpu("u"), Node("cpu", {})])
     assert [(want.node.name, want.image) for want in found.wants] == [
         ("r", "nvcr.io/nvidia/driver:570-5.14.0-427.13.1.el9_4.x86_64-rhel9"),
         ("u", "nvcr.io/nvidia/driver:550-5.15.0-119-generic-ubuntu22.04"),
@@ -221,41 +221,45 @@ def test_nvidiadriver_images_are_per_node_os() -> None:
 
 def test_the_release_decides_the_os_tag() -> None:
     old = build(nvd("all"), release="v26.3.3")
-    assert operator.want_of(old, gpu("r", RHEL)).tag == "550-5.14.0-427.13.1.el9_4.x86_64-rhel9.4"
+    assert driver_images.want_of(old, gpu("r", RHEL)).tag == "550-5.14.0-427.13.1.el9_4.x86_64-rhel9.4"
 
 
 def test_v26_7_pools_need_the_major_version_label_for_cut_tags() -> None:
     node = gpu("r", RHEL)
     bare = Node("r", {k: v for k, v in node.labels.items() if k != operator.OS_VERSION_MAJOR})
-    assert "VERSION_ID.major is missing" in (operator.want_of(build(nvd("all")), bare).reason or "")
-    assert operator.want_of(build(nvd("all"), release="v26.3.3"), bare).reason is None
-    assert operator.want_of(build(policy()), bare).reason is None  # ClusterPolicy pools go by kernel only
+    assert "VERSION_ID.major is missing" in (driver_images.want_of(build(nvd("all")), bare).reason or "")
+    assert driver_images.want_of(build(nvd("all"), release="v26.3.3"), bare).reason is None
+    assert (
+        driver_images.want_of(build(policy()), bare).reason is None
+    )  # ClusterPolicy pools go by kernel only
 
 
 def test_unselected_and_unlabelled_nodes_have_a_reason() -> None:
     contract = build(nvd("rhel", {tags.OS_ID: "rhel"}))
-    assert "no NVIDIADriver selects it" in (operator.want_of(contract, gpu("u")).reason or "")
+    assert "no NVIDIADriver selects it" in (driver_images.want_of(contract, gpu("u")).reason or "")
     unlabelled = Node("x", {tags.GPU_PRESENT: "true", tags.OS_ID: "rhel"})
-    assert "VERSION_ID is missing" in (operator.want_of(contract, unlabelled).reason or "")
+    assert "VERSION_ID is missing" in (driver_images.want_of(contract, unlabelled).reason or "")
 
 
 def test_a_kernel_the_operator_cannot_tag_is_a_reason() -> None:
     contract = build(nvd("all"))
-    want = operator.want_of(contract, gpu("k", ("ubuntu", "22.04", "5.15+weird")))
+    want = driver_images.want_of(contract, gpu("k", ("ubuntu", "22.04", "5.15+weird")))
     assert want.tag is None and "cannot be part of an image tag" in (want.reason or "")
 
 
 def test_lab_mode_reads_the_driver_label() -> None:
     node = gpu("lab", **{tags.DRIVER_MAJOR: "535"})
-    assert operator.want_of(build(), node).tag == "535-5.15.0-119-generic-ubuntu22.04"
-    assert operator.want_of(build(), node).image is None
+    assert driver_images.want_of(build(), node).tag == "535-5.15.0-119-generic-ubuntu22.04"
+    assert driver_images.want_of(build(), node).image is None
 
 
 # --- the mixed-OS ClusterPolicy trap -------------------------------------------------------------------
 
 
 def test_single_os_cluster_policy_has_no_note() -> None:
-    found = operator.wants(build(policy()), [gpu("a"), gpu("b", ("ubuntu", "22.04", "6.8.0-45-generic"))])
+    found = driver_images.wants(
+        build(policy()), [gpu("a"), gpu("b", ("ubuntu", "22.04", "6.8.0-45-generic"))]
+    )
     assert found.notes == ()
     assert [want.tag for want in found.wants] == [
         "550-5.15.0-119-generic-ubuntu22.04",
@@ -264,7 +268,7 @@ def test_single_os_cluster_policy_has_no_note() -> None:
 
 
 def test_mixed_os_cluster_policy_names_the_wrong_images() -> None:
-    found = operator.wants(build(policy()), [gpu("u1"), gpu("r1", RHEL)])
+    found = driver_images.wants(build(policy()), [gpu("u1"), gpu("r1", RHEL)])
     (note,) = found.notes
     assert note.nodes == ("r1", "u1")
     assert (
@@ -285,7 +289,7 @@ def test_mixed_os_cluster_policy_names_the_wrong_images() -> None:
 
 def test_one_kernel_on_two_os_versions_stops_the_operator() -> None:
     kernel = "5.15.0-119-generic"
-    found = operator.wants(build(policy()), [gpu("a"), gpu("b", ("ubuntu", "22.10", kernel))])
+    found = driver_images.wants(build(policy()), [gpu("a"), gpu("b", ("ubuntu", "22.10", kernel))])
     assert any(
         "different OS versions found for the same kernel version" in note.message for note in found.notes
     )
@@ -293,5 +297,5 @@ def test_one_kernel_on_two_os_versions_stops_the_operator() -> None:
 
 def test_the_mixed_os_check_counts_major_only_tags_as_one_os() -> None:
     nodes = [gpu("a", RHEL), gpu("b", ("rhel", "9.6", "5.14.0-570.el9_6.x86_64"))]
-    assert operator.wants(build(policy()), nodes).notes == ()
-    assert len(operator.wants(build(policy(), release="v26.3.3"), nodes).notes) == 1
+    assert driver_images.wants(build(policy()), nodes).notes == ()
+    assert len(driver_images.wants(build(policy(), release="v26.3.3"), nodes).notes) == 1

@@ -17,8 +17,8 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands.explain import load_table
-from reconciler.core import audit, diff, operator, reads, rollout, tags, upgrade
-from reconciler.core.explain import explain
+from reconciler.core import audit, diff, driver_images, operator, reads, rollout, tags, upgrade
+from reconciler.core.explain import report
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import Images, LiveNode
 from reconciler.render import audit as audit_view
@@ -104,7 +104,7 @@ def test_audit_and_report_read_only_what_for_contract_keeps(data: st.DataObject)
 
         def audited(given: list[Node], contract: Any = contract, in_matrix: Any = in_matrix) -> Any:
             try:
-                found = operator.wants(contract, given)
+                found = driver_images.wants(contract, given)
             except operator.ContractError as exc:
                 return ("refused", str(exc))
             per_node = {w.node.name: (w.tag, w.node.labels.get(tags.UPGRADE_STATE)) for w in found.wants}
@@ -154,7 +154,7 @@ def test_explain_reads_only_what_for_workloads_keeps(data: st.DataObject) -> Non
     nodes = data.draw(fleets(FLEETS[0]))
 
     def explained(given: list[Node]) -> dict[str, Any]:
-        return explain_view.as_json([explain(item, given, TABLE) for item in WORKLOADS], ok=True)
+        return explain_view.as_json([report(item, given, TABLE) for item in WORKLOADS], ok=True)
 
     assert explained(kept(nodes, reads.for_workloads(WORKLOADS))) == explained(nodes)
 
@@ -165,8 +165,8 @@ def test_diff_reads_only_the_declared_labels(data: st.DataObject) -> None:
     for fleet in FLEETS:
         desired = manifests.load_nodes(fleet)
         nodes = data.draw(fleets(fleet))
-        drift = diff_view.as_json(diff.diff(desired, kept(nodes, reads.for_declared(desired))))
-        assert drift == diff_view.as_json(diff.diff(desired, nodes))
+        drift = diff_view.as_json(diff.drift(desired, kept(nodes, reads.for_declared(desired))))
+        assert drift == diff_view.as_json(diff.drift(desired, nodes))
 
 
 def test_label_values_are_shared_across_nodes() -> None:

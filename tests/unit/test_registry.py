@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.files import schemas
-from reconciler.adapters.registry import oci
+from reconciler.adapters.registry import credentials
 from reconciler.core import matrix, registry
 from reconciler.errors import GpudrvError
 
@@ -127,11 +127,11 @@ def encoded(pair: str) -> str:
 
 def test_credentials_from_auth_and_from_username_password(tmp_path: Path) -> None:
     path = auth_file(tmp_path, {"auths": {"https://registry.example.com/v1/": {"auth": encoded("u:p:w")}}})
-    creds = oci.credentials(REPOSITORY, path)
+    creds = credentials.for_repository(REPOSITORY, path)
     assert creds is not None
     assert (creds.username, creds.password, creds.source) == ("u", "p:w", path)
     path = auth_file(tmp_path, {"auths": {"registry.example.com": {"username": "v", "password": "q"}}})
-    creds = oci.credentials(REPOSITORY, path)
+    creds = credentials.for_repository(REPOSITORY, path)
     assert creds is not None
     assert (creds.username, creds.password) == ("v", "q")
     assert creds.basic() == "Basic " + encoded("v:q")
@@ -148,15 +148,18 @@ def test_the_most_specific_entry_wins(tmp_path: Path) -> None:
             }
         },
     )
-    creds = oci.credentials(REPOSITORY, path)
+    creds = credentials.for_repository(REPOSITORY, path)
     assert creds is not None
     assert creds.username == "nvidia"
-    assert oci.credentials(registry.parse_repository("registry.example.com/x"), path).username == "host"  # type: ignore[union-attr]
+    assert (
+        credentials.for_repository(registry.parse_repository("registry.example.com/x"), path).username
+        == "host"
+    )  # type: ignore[union-attr]
 
 
 def test_no_entry_is_anonymous(tmp_path: Path) -> None:
-    assert oci.credentials(REPOSITORY, auth_file(tmp_path, {"auths": {}})) is None
-    assert oci.credentials(REPOSITORY, auth_file(tmp_path, {"credsStore": "desktop"})) is None
+    assert credentials.for_repository(REPOSITORY, auth_file(tmp_path, {"auths": {}})) is None
+    assert credentials.for_repository(REPOSITORY, auth_file(tmp_path, {"credsStore": "desktop"})) is None
 
 
 @pytest.mark.parametrize(
@@ -178,31 +181,31 @@ def test_no_entry_is_anonymous(tmp_path: Path) -> None:
 )
 def test_credentials_refused(tmp_path: Path, document: object, complaint: str) -> None:
     with pytest.raises(GpudrvError, match=complaint):
-        oci.credentials(REPOSITORY, auth_file(tmp_path, document))
+        credentials.for_repository(REPOSITORY, auth_file(tmp_path, document))
 
 
 def test_auth_file_lookup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.delenv("REGISTRY_AUTH_FILE", raising=False)
     monkeypatch.delenv("DOCKER_CONFIG", raising=False)
-    assert oci.auth_file() is None
+    assert credentials.auth_file() is None
     (tmp_path / ".docker").mkdir()
     (tmp_path / ".docker" / "config.json").write_text("{}")
-    assert oci.auth_file() == tmp_path / ".docker" / "config.json"
+    assert credentials.auth_file() == tmp_path / ".docker" / "config.json"
     monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "elsewhere"))
-    assert oci.auth_file() is None
+    assert credentials.auth_file() is None
     monkeypatch.setenv("REGISTRY_AUTH_FILE", str(tmp_path / "missing.json"))
-    assert oci.auth_file() == tmp_path / "missing.json"
+    assert credentials.auth_file() == tmp_path / "missing.json"
     with pytest.raises(GpudrvError, match=r"missing\.json: no such file"):
-        oci.credentials(REPOSITORY)
+        credentials.for_repository(REPOSITORY)
     monkeypatch.setenv("REGISTRY_AUTH_FILE", "")
     with pytest.raises(GpudrvError, match="empty path"):
-        oci.auth_file()
+        credentials.auth_file()
 
 
 def test_not_json_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "auth.json"
     path.write_text('{\n  "auths": {\n')
     with pytest.raises(GpudrvError) as caught:
-        oci.credentials(REPOSITORY, path)
+        credentials.for_repository(REPOSITORY, path)
     assert (caught.value.file, caught.value.line) == (str(path), 3)

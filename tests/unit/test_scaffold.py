@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from reconciler.adapters.files.operator_contract import rules
 from reconciler.core import scaffold
-from reconciler.core.operator import Contract, DriverResource, Kind, Mode, Want
+from reconciler.core.driver_images import Want
+from reconciler.core.operator import Contract, DriverResource, Kind, Mode
 from reconciler.core.tags import ImageKey, Node
 
 KERNEL = "feature.node.kubernetes.io/kernel-version.full"

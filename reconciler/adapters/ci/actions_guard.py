@@ -28,9 +28,10 @@ So `guarded()` always wraps sys.stdout and sys.stderr in a Guard that rewrites w
 - a CR not followed by LF becomes the two characters `\\r`, so it cannot start a line of its own.
 
 gpudrv's own workflow commands (the annotations of github.publish) go round the guard with
-`command()`; their values are escaped by github.escape_data instead. Data output must stay valid:
-`json_safe` spells such a `[` as `\\u005b` (the same JSON string, the same YAML double-quoted scalar)
-before the guard sees it, and the HTML page spells `[` and a leading `:` as character references.
+`command()`; their values are escaped by github_text.escape_data instead. Data output must stay valid:
+`github_text.json_safe` spells such a `[` as `\\u005b` (the same JSON string, the same YAML
+double-quoted scalar) before the guard sees it, and the HTML page spells `[` and a leading `:` as
+character references. The runner's characters and patterns are the core's (core/github_text.py).
 """
 
 from __future__ import annotations
@@ -42,28 +43,14 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO, cast
 
-# Characters a culture-sensitive .NET comparison may skip: C0/C1 controls that are not line breaks or
-# blanks, format characters (Cf) and the other default-ignorable code points (variation selectors, ...).
-IGNORABLE = (
-    "\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u00ad\u034f\u061c\u0600-\u0605\u06dd\u070f\u0890\u0891\u08e2"
-    "\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u206f\u3164\ufe00-\ufe0f"
-    "\ufeff\uffa0\ufff0-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3"
-    "\U0001d173-\U0001d17a\U000e0000-\U000e0fff"
-)
-_SKIP = f"[{IGNORABLE}]*"
+from reconciler.core.github_text import IGNORABLE, IGNORED, neutral_legacy
+
 # Before the `::` test the runner trims blanks (.NET's char.IsWhiteSpace: Python's \s covers it).
 _BLANKS = re.compile(rf"[\s{IGNORABLE}]*")
-_LEGACY = re.compile(f"#{_SKIP}#{_SKIP}\\[")  # `##[`
-_LEADING = re.compile(rf"^[\s{IGNORABLE}]*(?=:{_SKIP}:)")  # what precedes a line's leading `::`
-_OPEN_COLON = re.compile(rf"[\s{IGNORABLE}]*(:{_SKIP})")  # a line that may yet start with `::`
-LEADING_COLON = re.compile(rf"^([\s{IGNORABLE}]*):")  # a value's first visible character, if a colon
+_LEADING = re.compile(rf"^[\s{IGNORABLE}]*(?=:{IGNORED}:)")  # what precedes a line's leading `::`
+_OPEN_COLON = re.compile(rf"[\s{IGNORABLE}]*(:{IGNORED})")  # a line that may yet start with `::`
 _INVISIBLE = re.compile(f"[{IGNORABLE}]+")
 _LONE_CR = re.compile(r"\r(?!\n)")
-
-
-def neutral_legacy(text: str, bracket: str) -> str:
-    """`text` with the `[` of every `##[` spelled `bracket` (`\\[`, `\\u005b`, `&#91;`)."""
-    return _LEGACY.sub(lambda found: found[0][:-1] + bracket, text)
 
 
 class Guard:
@@ -185,9 +172,3 @@ def command(line: str) -> None:
         stream.command(line)
     else:
         print(line)
-
-
-def json_safe(text: str) -> str:
-    """JSON (or YAML) text with the `[` of `##[` spelled `\\u005b`: the same value inside a string or
-    a double-quoted scalar, and no workflow command (the guard's `\\[` would not be valid JSON)."""
-    return neutral_legacy(text, "\\u005b")

@@ -4,17 +4,9 @@ SelfSubjectAccessReview (may I), as `kubectl auth whoami` and `kubectl auth can-
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from reconciler.adapters import kube
-from reconciler.core.access import Access
-
-
-@dataclass(frozen=True)
-class Answer:
-    access: Access
-    allowed: bool
-    reason: str = ""
+from reconciler.core.access import Access, Answer, Report
 
 
 def whoami(gateway: kube.Gateway) -> str:
@@ -38,21 +30,6 @@ def review(gateway: kube.Gateway, access: Access) -> Answer:
     answer = gateway.read(lambda: api.create_self_subject_access_review_with_http_info(body, **kube.raw()))
     status = answer.get("status") or {}
     return Answer(access, bool(status.get("allowed")), str(status.get("reason") or ""))
-
-
-@dataclass(frozen=True)
-class Report:
-    user: str
-    needed: list[Answer]  # what the mode needs
-    excessive: list[Answer]  # what it must not be able to do
-
-    @property
-    def missing(self) -> list[Answer]:
-        return [answer for answer in self.needed if not answer.allowed]
-
-    @property
-    def excess(self) -> list[Answer]:
-        return [answer for answer in self.excessive if answer.allowed]
 
 
 def report(gateway: kube.Gateway, needs: Sequence[Access], excess: Sequence[Access]) -> Report:

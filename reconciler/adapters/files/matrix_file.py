@@ -7,20 +7,13 @@ lacks; both through `append`, so two writers at once never both append to the sa
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters import files
 from reconciler.adapters.sources import read_matrix, require_valid
 from reconciler.core import matrix
+from reconciler.core.matrix import Appended
 from reconciler.core.tags import ImageKey
-
-
-@dataclass(frozen=True)
-class Appended:
-    key: ImageKey
-    line: int  # where the row is now
-    added: bool  # False: it was there already
 
 
 def append(path: Path, keys: Sequence[ImageKey]) -> list[Appended]:

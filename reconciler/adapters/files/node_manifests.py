@@ -7,37 +7,13 @@ problem, and the other files are still read.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters.ci import github
 from reconciler.adapters.files import manifests, positions, schemas
 from reconciler.core import node_schema
+from reconciler.core.node_schema import Problem, Report
 from reconciler.errors import GpudrvError
-
-
-@dataclass(frozen=True)
-class Problem:
-    file: Path
-    line: int
-    message: str
-
-    def text(self) -> str:
-        return f"{self.file}:{self.line}: {self.message}"
-
-
-@dataclass(frozen=True)
-class Report:
-    folder: Path
-    nodes: int
-    problems: tuple[Problem, ...]
-
-    def verdict(self) -> str:
-        manifests = github.count(self.nodes, "Node manifest")
-        if self.problems:
-            return f"{self.folder}: {github.count(len(self.problems), 'problem')} in {manifests}"
-        return f"{self.folder}: {manifests}, valid"
 
 
 def check(folder: Path) -> Report:
@@ -49,7 +25,7 @@ def check(folder: Path) -> Report:
             nodes += 1
             problems += _schema_problems(path, line, document, checker)
             problems += _duplicate(path, line, document, names)
-    return Report(folder, nodes, tuple(problems))
+    return Report(str(folder), nodes, tuple(problems))
 
 
 def _nodes(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -58,14 +34,14 @@ def _nodes(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str,
         yield from manifests.documents_of_kinds(path, ("Node",))
     except GpudrvError as exc:
         located = exc.line is not None
-        problems.append(Problem(path, exc.line or 1, exc.message if located else str(exc)))
+        problems.append(Problem(str(path), exc.line or 1, exc.message if located else str(exc)))
 
 
 def _schema_problems(
     path: Path, line: int, document: dict[str, Any], checker: node_schema.Checker
 ) -> list[Problem]:
     found = [
-        Problem(path, positions.line_of(document, violation.path, line), violation.message)
+        Problem(str(path), positions.line_of(document, violation.path, line), violation.message)
         for violation in node_schema.violations(
             document, checker, lambda at: manifests.written(path, document, at)
         )
@@ -79,6 +55,6 @@ def _duplicate(path: Path, line: int, document: dict[str, Any], names: dict[str,
     if not isinstance(name, str):
         return []
     if name in names:
-        return [Problem(path, line, f"node {name} is declared twice (first at {names[name]})")]
+        return [Problem(str(path), line, f"node {name} is declared twice (first at {names[name]})")]
     names[name] = f"{path}:{line}"
     return []

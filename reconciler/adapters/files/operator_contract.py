@@ -14,8 +14,9 @@ from reconciler.adapters import files, kube
 from reconciler.adapters.files import manifests, positions
 from reconciler.adapters.files.config import HelmValues
 from reconciler.adapters.kube import shapes
-from reconciler.core import operator, os_tags
-from reconciler.core.operator import Contract, DriverResource, FleetNote, Kind, Wants
+from reconciler.core import driver_images, operator, os_tags
+from reconciler.core.driver_images import FleetNote, Wants
+from reconciler.core.operator import Contract, DriverResource, Kind
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
 
@@ -195,7 +196,7 @@ def checked(resources: list[DriverResource], rule: os_tags.Rule, release: os_tag
 def wants(contract: Contract, nodes: list[Node]) -> Wants:
     """Every GPU node's image under the contract; NVIDIADrivers that overlap on a node are one error."""
     try:
-        return operator.wants(contract, nodes)
+        return driver_images.wants(contract, nodes)
     except operator.ContractError as exc:
         raise located(exc) from None
 
@@ -264,7 +265,7 @@ def live_operator_version(gateway: kube.Gateway) -> str | None:
         ) or []
         for container in containers:
             image = str(container.get("image") or "")
-            tag = operator.tag_of(image.split("@", 1)[0])
+            tag = driver_images.tag_of(image.split("@", 1)[0])
             if "gpu-operator" in image and tag:
                 return tag
     return None

@@ -17,13 +17,12 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
+from reconciler.core.scaffold import PLAIN, YAML_11_WORDS
 from reconciler.errors import GpudrvError
 
 PACKAGE = Path(__file__).resolve().parents[2]
 TEMPLATES = PACKAGE / "data" / "scaffold"
 BUILD_RECORD = PACKAGE / "_build.json"
-PLAIN = re.compile(r"^[A-Za-z][A-Za-z0-9._/-]*$")
-YAML_11_WORDS = {"y", "n", "yes", "no", "on", "off", "true", "false", "null"}
 QUOTED_MAPS = {"labels", "nodeSelector"}  # label values: always quoted, as Kubernetes' own examples
 
 

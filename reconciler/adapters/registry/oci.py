@@ -8,10 +8,8 @@ unmaintained header parser (www-authenticate, 2015) and tqdm. See docs/registry.
 
 Authentication follows the registry's challenge: a 401 with `WWW-Authenticate: Bearer realm=...,
 service=..., scope=...` is answered by a token from the realm (sending the Basic credentials, if any);
-`Basic` by the credentials themselves. Credentials come from $REGISTRY_AUTH_FILE, else the docker
-config ($DOCKER_CONFIG/config.json, ~/.docker/config.json): `auths[host].auth` (base64 of
-user:password) or `username`/`password`. Credential helpers are not run: a host whose credentials a
-helper keeps is one clear error. Without an entry for the host gpudrv asks anonymously.
+`Basic` by the credentials themselves. The credentials are credentials.py's (the auth file); without
+an entry for the host gpudrv asks anonymously.
 
 Every request has a timeout; a registry that is down, refuses or answers what the protocol does not
 allow is one GpudrvError naming it (exit 2). Trust: the system's CAs, or $SSL_CERT_FILE.
@@ -19,24 +17,17 @@ allow is one GpudrvError naming it (exit 2). Trust: the system's CAs, or $SSL_CE
 
 from __future__ import annotations
 
-import base64
-import binascii
 import concurrent.futures
 import json
-import os
-import re
 import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from reconciler import __version__
-from reconciler.adapters import files
+from reconciler.adapters.registry import credentials
 from reconciler.core.registry import (
-    DOCKER_HUB,
     Challenge,
     Repository,
     challenges,
@@ -54,7 +45,6 @@ CONNECT_TIMEOUT = 5.0  # seconds: a host that does not answer fails fast
 READ_TIMEOUT = 20.0  # seconds for an answer once connected
 PAGE_SIZE = 1000  # tags per tags/list page (the registry may give fewer; Link says where the rest is)
 MAX_PAGES = 10_000
-AUTH_FILE = "REGISTRY_AUTH_FILE"
 MANIFEST_TYPES = ", ".join(
     (
         "application/vnd.oci.image.index.v1+json",
@@ -63,123 +53,6 @@ MANIFEST_TYPES = ", ".join(
         "application/vnd.docker.distribution.manifest.v2+json",
     )
 )
-
-
-# --- credentials ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Credentials:
-    username: str
-    password: str
-    source: Path  # the file they came from, for messages
-
-    def basic(self) -> str:
-        pair = f"{self.username}:{self.password}".encode()
-        return "Basic " + base64.b64encode(pair).decode("ascii")
-
-
-def auth_file() -> Path | None:
-    """$REGISTRY_AUTH_FILE (podman, skopeo, buildah), else the docker config when it exists."""
-    given = os.environ.get(AUTH_FILE)
-    if given is not None:
-        if not given.strip():
-            raise GpudrvError(f"${AUTH_FILE}: empty path (is a variable unset?)")
-        return Path(given)
-    folder = os.environ.get("DOCKER_CONFIG")
-    path = Path(folder) / "config.json" if folder else Path.home() / ".docker" / "config.json"
-    return path if path.is_file() else None
-
-
-def credentials(repository: Repository, path: Path | None = None) -> Credentials | None:
-    """The credentials for the repository's registry from the auth file, or None (anonymous). An entry
-    for the repository or one of its parents (podman's auth.json) wins over the host's."""
-    path = path or auth_file()
-    if path is None:
-        return None
-    document = _read_json(path)
-    auths = _mapping(document.get("auths"), path, "auths")
-    entries = {_normal_key(key): (key, value) for key, value in auths.items()}
-    for candidate in _candidates(repository):
-        if candidate not in entries:
-            continue
-        key, entry = entries[candidate]
-        found = _entry(_mapping(entry, path, f"auths.{key}"), path, key)
-        if found is not None:
-            return Credentials(*found, path)
-        _refuse_helper(document, path, repository, listed=True)
-    _refuse_helper(document, path, repository, listed=False)
-    return None
-
-
-def _read_json(path: Path) -> Mapping[str, Any]:
-    text = files.read_text(path)
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise GpudrvError(f"not JSON: {exc.msg}", file=str(path), line=exc.lineno) from None
-    return _mapping(document, path, "the file")
-
-
-def _mapping(value: Any, path: Path, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise GpudrvError(f"{path}: {where} must be a JSON object")
-    return value
-
-
-def _normal_key(key: str) -> str:
-    """Docker writes `https://index.docker.io/v1/` for Docker Hub and may keep a scheme or a path."""
-    host = re.sub(r"^[a-z]+://", "", key.strip()).rstrip("/")
-    host = re.sub(r"/v[12]$", "", host)
-    first, slash, rest = host.partition("/")
-    if first in ("index.docker.io", "registry-1.docker.io"):
-        first = DOCKER_HUB
-    return first + slash + rest
-
-
-def _candidates(repository: Repository) -> Iterator[str]:
-    parts = repository.path.split("/")
-    for end in range(len(parts), 0, -1):
-        yield f"{repository.host}/{'/'.join(parts[:end])}"
-    yield repository.host
-
-
-def _entry(entry: Mapping[str, Any], path: Path, key: str) -> tuple[str, str] | None:
-    encoded = entry.get("auth")
-    if isinstance(encoded, str) and encoded:
-        try:
-            user, colon, password = base64.b64decode(encoded, validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
-            user, colon, password = "", "", ""
-        if not colon or not user:
-            raise GpudrvError(f"{path}: auths.{key}.auth is not base64 of username:password")
-        return user, password
-    name, secret = entry.get("username"), entry.get("password")
-    if isinstance(name, str) and name and isinstance(secret, str):
-        return name, secret
-    if entry.get("identitytoken"):
-        raise GpudrvError(
-            f"{path}: auths.{key} holds an identity token (an OAuth refresh token), which gpudrv does "
-            "not exchange; give username and password (or auth) for it"
-        )
-    return None
-
-
-def _refuse_helper(document: Mapping[str, Any], path: Path, repository: Repository, listed: bool) -> None:
-    """Credentials a helper keeps are out of reach (gpudrv runs no docker-credential-* program): say so
-    rather than ask anonymously and fail with a misleading 401."""
-    helpers = document.get("credHelpers")
-    helper = helpers.get(repository.host) if isinstance(helpers, Mapping) else None
-    store = document.get("credsStore") if listed else None
-    name = helper or store
-    if isinstance(name, str) and name:
-        raise GpudrvError(
-            f"{path}: the credentials for {repository.host} are kept by docker-credential-{name}, which "
-            f"gpudrv does not run; put them in a file for gpudrv (auths.{repository.host}.auth, base64 of "
-            f"username:password) and point ${AUTH_FILE} at it"
-        )
 
 
 # --- the client ----------------------------------------------------------------------------------
@@ -193,7 +66,7 @@ class Client:
     def __init__(
         self,
         repository: Repository,
-        creds: Credentials | None,
+        creds: credentials.Credentials | None,
         concurrency: int = CONCURRENCY,
         timeout: tuple[float, float] = (CONNECT_TIMEOUT, READ_TIMEOUT),
     ) -> None:
@@ -377,7 +250,7 @@ class Client:
         if self.creds is None:
             return GpudrvError(
                 f"{self.where}: {how}: {self.repository} needs credentials, and there are none for "
-                f"{self.repository.host} (docker login {self.repository.host}, or ${AUTH_FILE})"
+                f"{self.repository.host} (docker login {self.repository.host}, or ${credentials.AUTH_FILE})"
             )
         return GpudrvError(
             f"{self.where}: {how}: the credentials of {self.creds.username} from {self.creds.source} "
@@ -409,7 +282,7 @@ def _last_words(exc: BaseException) -> str:
 @contextmanager
 def connect(repository: Repository, concurrency: int = CONCURRENCY) -> Iterator[Client]:
     """A client for the repository with the credentials the auth file has for it (or none)."""
-    client = Client(repository, credentials(repository), concurrency)
+    client = Client(repository, credentials.for_repository(repository), concurrency)
     try:
         yield client
     finally:

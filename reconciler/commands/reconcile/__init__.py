@@ -28,9 +28,8 @@ from reconciler.core.audit import Status, audit_wants
 from reconciler.core.election import Timing
 from reconciler.core.reconcile_ports import CONFIG_NAME, INVALID, MISSING, Snapshot
 from reconciler.errors import GpudrvError
-from reconciler.render import audit as audit_text
-from reconciler.render import document
-from reconciler.render import reconcile as show
+from reconciler.render import audit, document
+from reconciler.render.reconcile import access_json, access_text, invalid_message, missing_message
 
 DEFAULT_MATRIX = "matrix/support-matrix.csv"
 
@@ -118,14 +117,14 @@ def apply_arguments(snapshot: Snapshot, apply: ApplyOptions, options: kube.Optio
 # --- check access ------------------------------------------------------------------------------------
 
 
-def check(gateway: kube.Gateway, settings: Settings) -> reviews.Report:
+def check(gateway: kube.Gateway, settings: Settings) -> access.Report:
     needs = access.needs(settings.lease_namespace, settings.lease_name, settings.apply is not None)
     return reviews.report(gateway, needs, access.excess(settings.apply is not None))
 
 
 def check_access(settings: Settings, options: kube.Options, output: Output) -> int:
     report = check(kube.connect(options), settings)
-    print(document.text(show.access_json(report), output) if output.structured else show.access_text(report))
+    print(document.text(access_json(report), output) if output.structured else access_text(report))
     return OK if not report.missing and not report.excess else FINDINGS
 
 
@@ -149,13 +148,13 @@ def once(settings: Settings, options: kube.Options) -> int:
         sink.post(NodeEvent(
             finding.node,
             MISSING if missing else INVALID,
-            show.missing_message(finding, where) if missing else show.invalid_message(finding),
+            missing_message(finding, where) if missing else invalid_message(finding),
             finding.detail,
             recount=False,
         ))  # fmt: skip
     sink.stop(timeout=60)
     print(f"commit {commit[:12]} of {settings.source.branch}: {len(result.audited)} GPU nodes")
-    print(audit_text.as_text(result))
+    print(audit.as_text(result))
     return OK if result.ok else FINDINGS
 
 

@@ -56,7 +56,7 @@ from reconciler.core.reconcile_ports import (
     Watched,
 )
 from reconciler.errors import GpudrvError
-from reconciler.render import reconcile as show
+from reconciler.render.reconcile import change_line, event_message
 
 log = logging.getLogger("gpudrv.reconcile")
 
@@ -178,10 +178,10 @@ class Exporter:
         log.log(level, "%s", text)
 
     def change(self, change: Change) -> None:
-        log.info("%s", show.change_line(change))
+        log.info("%s", change_line(change))
 
     def event(self, event: Event) -> None:
-        message = show.event_message(event)
+        message = event_message(event)
         self.events.post(NodeEvent(event.node, event.reason, message, event.key,
                                    warning=event.warning, recount=event.recount))  # fmt: skip
 

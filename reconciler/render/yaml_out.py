@@ -3,7 +3,7 @@
 Every string that is not a plain word is double-quoted, keys too: a double-quoted scalar spells
 control characters, line breaks and non-ASCII separators as escapes, so one value is one line and no
 line can start with `::` (a GitHub workflow command). `##[` can then only be inside a quoted scalar,
-where `##\\u005b` is the same string (as github.json_text does for JSON).
+where `##\\u005b` is the same string (as document.json_text does for JSON).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from io import StringIO
 from typing import Any
 
-from reconciler.adapters.ci import actions_guard
+from reconciler.core.github_text import json_safe
 
 
 def yaml_text(document: Mapping[str, Any]) -> str:
@@ -24,7 +24,7 @@ def yaml_text(document: Mapping[str, Any]) -> str:
     yaml.representer.add_representer(type(None), _null)  # `null`, as JSON's, not an empty value
     stream = StringIO()
     yaml.dump(_quoted(document), stream)
-    return actions_guard.json_safe(stream.getvalue().rstrip("\n"))
+    return json_safe(stream.getvalue().rstrip("\n"))
 
 
 def _null(representer: Any, _value: None) -> Any:
@@ -34,7 +34,7 @@ def _null(representer: Any, _value: None) -> Any:
 def _quoted(value: Any) -> Any:
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-    from reconciler.adapters.files.scaffold import PLAIN, YAML_11_WORDS  # its ruamel import: -o yaml only
+    from reconciler.core.scaffold import PLAIN, YAML_11_WORDS  # with the core's fleet plan: -o yaml only
 
     if isinstance(value, Mapping):
         return {_quoted(key): _quoted(item) for key, item in value.items()}
