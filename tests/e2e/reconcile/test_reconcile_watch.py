@@ -49,5 +49,5 @@ def test_a_forgotten_resource_version_is_gone_and_the_watch_lists_again(
         watcher.stop()
 
 
-def kube_gateway(kube: Kube) -> kube.Gateway:
-    return kube.connect(kube.Options(kubeconfig=str(kube.kubeconfig)))
+def kube_gateway(cluster: Kube) -> kube.Gateway:
+    return kube.connect(kube.Options(kubeconfig=str(cluster.kubeconfig)))
