@@ -8,7 +8,6 @@ The gates, the budgets and the final audit are here; the upgrade itself is core/
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters import kube
@@ -16,8 +15,9 @@ from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.adapters.files import operator_contract
 from reconciler.commands import FINDINGS, OK
 from reconciler.commands import upgrades as up
+from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, diff, executor, upgrade
-from reconciler.core.executor import Installer, Outcome
+from reconciler.core.executor import Outcome
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import Images
 from reconciler.errors import GpudrvError
@@ -26,30 +26,9 @@ from reconciler.render.upgrades import plan_text
 
 RECONNECT_SECONDS = 180.0  # how long an upgrade waits out an API server that stopped answering
 BUDGET_SETTLE_SECONDS = 30.0
-__all__ = ["Installer", "Settings", "run"]
 
 
-@dataclass(frozen=True)
-class Settings:
-    from_dir: Path
-    matrix: Path
-    merged_ref: str | None = None
-    dry_run: bool = False
-    max_parallel: int = 1
-    drain_timeout: float = 300.0
-    installer: Installer = Installer.LABELS
-    install_timeout: float = 600.0
-    force: bool = False
-    selector: LabelSelector | None = None  # -l: only the declared nodes whose declared labels match
-    allow_empty: bool = False  # --allow-empty: no declared GPU node is nothing to do, not an error
-
-    def options(self) -> executor.Options:
-        return executor.Options(
-            self.max_parallel, self.drain_timeout, self.installer, self.install_timeout, self.force
-        )
-
-
-def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+def run(settings: ApplySettings, options: kube.Options, record: up.Record | None = None) -> int:
     record = record or up.Record()
     record.mode = "lab"
     _refuse_operator_resources(settings.from_dir)
@@ -94,9 +73,11 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
         )
 
 
-def _dry_run(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings, record: up.Record) -> int:
+def _dry_run(
+    fleet: Fleet, desired: up.Desired, images: Images, settings: ApplySettings, record: up.Record
+) -> int:
     live = up.read_live(fleet, desired)
-    plans, images = up.plans_with_history(desired, live, images, settings.force, settings.matrix)
+    plans, images = up.plans_with_history(desired, live, images, settings.upgrade.force, settings.matrix)
     for plan in plans:
         refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
         outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
@@ -133,13 +114,15 @@ def _sync_budgets(fleet: Fleet, desired: up.Desired) -> None:
         time.sleep(0.5)  # the disruption controller recomputes status after a spec change
 
 
-def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: Settings) -> Outcome:
+def _upgrade_all(fleet: Fleet, desired: up.Desired, images: Images, settings: ApplySettings) -> Outcome:
     def read() -> executor.Round:
         live = up.read_live(fleet, desired)
-        return executor.Round(up.make_plans(desired, live, images, settings.force), live.pods, live.budgets)
+        return executor.Round(
+            up.make_plans(desired, live, images, settings.upgrade.force), live.pods, live.budgets
+        )
 
     return executor.Rollout(
-        fleet, SystemHost(), images, settings.options(), read, owner=run_owner, reporter=Progress
+        fleet, SystemHost(), images, settings.upgrade, read, owner=run_owner, reporter=Progress
     ).run()
 
 

@@ -44,9 +44,11 @@ from reconciler.adapters.serving.apply_process import INTERRUPTED, ApplyProcess
 from reconciler.adapters.serving.metrics import Metrics, Server
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import access
+from reconciler.commands.settings import ApplySettings, Connection
+from reconciler.core import access, executor
 from reconciler.core.audit import Status, audit_wants
 from reconciler.core.election import Timing
+from reconciler.core.flags import argv
 from reconciler.core.fleetwatch import Change, FleetAudit, Kind
 from reconciler.core.operator import Contract
 from reconciler.core.upgrade import ALL_STATES
@@ -73,14 +75,6 @@ def default_identity() -> str:
 
 
 @dataclass(frozen=True)
-class ApplyOptions:
-    max_parallel: int = 1
-    drain_timeout: float = 300.0
-    installer: str = "labels"
-    install_timeout: float = 600.0
-
-
-@dataclass(frozen=True)
 class Settings:
     source: Source
     workdir: Path
@@ -95,7 +89,7 @@ class Settings:
     identity: str = field(default_factory=default_identity)
     timing: Timing = field(default_factory=Timing)
     event_refresh: float = 1800.0
-    apply: ApplyOptions | None = None  # None: audit only
+    apply: executor.Options | None = None  # None: audit only; else apply's flags, passed on
 
 
 def default_lease_namespace() -> str:
@@ -499,13 +493,7 @@ class Reconciler:
         except GpudrvError as exc:
             log.error("--apply: %s", exc)
             return
-        arguments = [
-            "--from", snapshot.fleet, "--matrix", snapshot.matrix, "--merged-ref", snapshot.commit,
-            "--max-parallel", str(options.max_parallel), "--drain-timeout", f"{options.drain_timeout:g}",
-            "--installer", options.installer, "--timeout", f"{options.install_timeout:g}",
-            *(["--kubeconfig", self.options.kubeconfig] if self.options.kubeconfig else []),
-            *(["--context", self.options.context] if self.options.context else []),
-        ]  # fmt: skip
+        arguments = apply_arguments(snapshot, self.settings, self.options)
         self.applying = ApplyProcess(arguments, tree, snapshot.commit)
 
     def _reap(self, status: int) -> None:
@@ -557,6 +545,24 @@ class Reconciler:
             )
         for answer in report.excess:
             log.warning("allowed to %s, which this mode never needs: narrow the roles", answer.access.text())
+
+
+def apply_arguments(snapshot: Snapshot, settings: Settings, options: kube.Options) -> list[str]:
+    """The child `gpudrv apply`'s command line, derived from apply's settings: the commit in force, the
+    flags --apply passes on, the pinned --operator-version and every connection flag (--request-timeout
+    too); the kubeconfig made absolute, as the child runs in its own working tree."""
+    apply = ApplySettings(
+        from_dir=Path(snapshot.fleet or ""),
+        matrix=Path(snapshot.matrix),
+        merged_ref=snapshot.commit,
+        operator_version=settings.operator_version,
+        upgrade=settings.apply or executor.Options(),
+    )
+    kubeconfig = options.kubeconfig and os.pathsep.join(
+        str(Path(name).expanduser().absolute()) for name in options.kubeconfig.split(os.pathsep) if name
+    )
+    connection = Connection(kubeconfig or None, options.context, options.request_timeout)
+    return [*argv(apply), *argv(connection)]
 
 
 # --- check access ------------------------------------------------------------------------------------

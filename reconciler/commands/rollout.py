@@ -13,7 +13,6 @@ from __future__ import annotations
 import queue
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.adapters import kube
@@ -23,10 +22,10 @@ from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK, driver_resources
 from reconciler.commands import upgrades as up
+from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, budget, supervise
-from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind, Mode
-from reconciler.core.supervise import HELD, NodeFacts, Stages, Step
+from reconciler.core.supervise import HELD, NodeFacts, Step
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import SKIP_LABEL as SKIP
 from reconciler.core.upgrade import Images, State, image_gate
@@ -38,33 +37,12 @@ RECONNECT_SECONDS = 180.0
 LIST_SECONDS = 30.0  # how long the driver resources wait for the node watch's first list
 
 
-@dataclass(frozen=True)
-class Settings:
-    from_dir: Path
-    matrix: Path
-    merged_ref: str | None = None
-    dry_run: bool = False
-    stages: Stages = field(default_factory=Stages)
-    timeout: float = 600.0  # per batch
-    selector: LabelSelector | None = None
-    operator_version: str | None = None
-    release: bool = False
-    allow_empty: bool = False  # --allow-empty: no GPU node the resources select is not an error
-    hold_only: bool = False  # --hold: gates and holds, then leave the resources to their GitOps engine
-    await_sync: bool = False  # --await-sync: never apply; wait for the engine to, then stage the rollout
-
-    @property
-    def applies(self) -> bool:
-        """Does gpudrv write the driver resources itself (not when a GitOps engine does)?"""
-        return not (self.hold_only or self.await_sync)
-
-
 def wanted(from_dir: Path) -> bool:
     """Does DIR declare the GPU Operator's driver resources (operator mode)?"""
     return bool(operator_contract.load_resources(from_dir))
 
 
-def run(settings: Settings, options: kube.Options, record: up.Record | None = None) -> int:
+def run(settings: ApplySettings, options: kube.Options, record: up.Record | None = None) -> int:
     """The staged rollout; `record` (-o json, yaml, github) gets the outcome of each node it moves."""
     record = record or up.Record()
     declared = operator_contract.load_resources(settings.from_dir)
@@ -118,7 +96,7 @@ def _stage(rollout: Rollout, step: Step, found: list[driver_resources.Change]) -
     gateway.patience = RECONNECT_SECONDS
     gateway.notice = lambda text: print(f"waiting for the cluster: {text}", flush=True)
     rollout.hold(step.hold)
-    if settings.hold_only:
+    if settings.hold:
         print(
             "the driver resources are left to their GitOps engine: once it has applied them, "
             "gpudrv apply --await-sync stages the rest of the rollout"
@@ -179,7 +157,7 @@ def _gate(facts: list[NodeFacts], images: Images) -> bool:
 
 
 def _show_plan(
-    step: Step, facts: list[NodeFacts], found: list[driver_resources.Change], settings: Settings
+    step: Step, facts: list[NodeFacts], found: list[driver_resources.Change], settings: ApplySettings
 ) -> None:
     for change in found:
         version = change.item.version or "-"
@@ -196,7 +174,7 @@ def _show_plan(
         print(f"would hold: {name} -> {by_name[name].want_image} (skip label until the canary is done)")
 
 
-def _release_all(fleet: Fleet, settings: Settings, record: up.Record) -> int:
+def _release_all(fleet: Fleet, settings: ApplySettings, record: up.Record) -> int:
     held = [
         live.node.name
         for live in fleet.gpu_nodes(settings.selector)
@@ -217,7 +195,7 @@ class Rollout:
         contract: Contract,
         images: Images,
         rules: supervise.Policy,
-        settings: Settings,
+        settings: ApplySettings,
         *,
         declared: list[DriverResource],
         record: up.Record,
