@@ -11,17 +11,16 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
-from reconciler import __version__, arguments, parsing, usage
+from reconciler import arguments, parsing
 from reconciler.adapters import kube, sources
 from reconciler.adapters.ci import actions_guard, github, output
-from reconciler.adapters.files import config
 from reconciler.adapters.kube import Options
-from reconciler.commands import ERROR, Installer, Output
+from reconciler.arguments import groups, verbs
+from reconciler.arguments.reconcile import reconcile_settings
+from reconciler.commands import ERROR, Output
 from reconciler.core import github_text
-from reconciler.core.tags import ImageKey
 from reconciler.errors import GpudrvError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -53,7 +52,7 @@ def _main(argv: Sequence[str] | None) -> int:
         parsing.refuse_extras(parser, args, extras, live_only=args.command in LIVE_ONLY)
     if "handler" not in args:  # `gpudrv` or `gpudrv matrix` alone
         parsing.missing_command(parsing.chosen(parser, args))
-    handler: Handler = args.handler
+    handler: Handler = HANDLERS[args.handler]
     _default_output(args)
     try:
         arguments.refuse_empty(args)
@@ -107,244 +106,7 @@ def _error_summary(args: argparse.Namespace, message: str) -> github_text.Summar
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser: argparse.ArgumentParser = parsing.Parser(  # subcommands are Parsers too (type(parser))
-        prog="gpudrv", **usage.texts(usage.USAGE["gpudrv"])
-    )
-    parser.add_argument("--version", action="version", version=f"gpudrv {__version__}")
-    parser.add_argument(
-        "--config",
-        type=arguments.given("--config", "path"),  # a name, checked as a file by config.load
-        metavar="PATH",
-        help=f"flag defaults (default: ${config.ENVIRONMENT}, else {config.DEFAULT_NAME} in this directory "
-        "or above it, up to the repository root)",
-    )
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: the list, exit 2
-    nodes, matrix_file, output = (
-        arguments.node_options(),
-        arguments.matrix_option(),
-        arguments.output_option(),
-    )
-    selector, empty = arguments.selector_option(), arguments.allow_empty_option()
-
-    tag_cmd = commands.add_parser("tag", parents=[nodes, output], **usage.of("tag"))
-    tag_cmd.add_argument("node", type=arguments.given("NODE", "node name"), metavar="NODE")
-    tag_cmd.set_defaults(handler=_tag)
-
-    audit_cmd = commands.add_parser(
-        "audit",
-        parents=[nodes, selector, empty, matrix_file, arguments.output_option(Output.GITHUB)],
-        **usage.of("audit"),
-    )
-    arguments.registry_options(audit_cmd, audit=True)
-    audit_cmd.set_defaults(handler=_audit)
-
-    _add_matrix_commands(commands, matrix_file)
-    _add_manifests_command(commands)
-    _add_upgrade_commands(commands, [nodes, selector, empty], matrix_file, output)
-    _add_explain_command(commands, [nodes, selector])
-    _add_diff_command(commands, selector)
-    _add_init_command(commands)
-    _add_reconcile_command(commands)
-    return parser
-
-
-def _add_init_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    init_cmd = commands.add_parser("init", **usage.of("init"))
-    init_cmd.add_argument(
-        "folder", nargs="?", type=arguments.path("DIR"), default=Path(), metavar="DIR", help="default: ."
-    )
-    init_cmd.add_argument(
-        "--name",
-        default="prod",
-        type=arguments.given("--name", "name"),
-        help="the cluster's folder (default prod)",
-    )
-    init_cmd.add_argument(
-        "--action",
-        type=arguments.given("--action", "OWNER/NAME@COMMIT"),
-        metavar="OWNER/NAME@COMMIT",
-        help="the gpudrv the workflows and hooks use (default: the repository and commit this gpudrv "
-        "was built from)",
-    )
-    init_cmd.add_argument(
-        "--from-cluster",
-        action="store_true",
-        help="the GPU nodes, driver resources and images of the live cluster, instead of an example",
-    )
-    group = init_cmd.add_argument_group("cluster (with --from-cluster)")
-    arguments.cluster_options(group)
-    group.add_argument(
-        "--operator-version",
-        type=arguments.given("--operator-version", "version"),
-        metavar="VERSION",
-        help="GPU Operator release, like v26.3.3 (default: the running operator's)",
-    )
-    init_cmd.set_defaults(handler=_init)
-
-
-def _add_explain_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], nodes: list[argparse.ArgumentParser]
-) -> None:
-    explain_cmd = commands.add_parser(
-        "explain",
-        parents=nodes,
-        **usage.of("explain"),
-    )
-    explain_cmd.add_argument(
-        "target", nargs="?", metavar="KIND/NAME", help="e.g. pod/cuda13-job (default: every workload)"
-    )
-    explain_cmd.add_argument("-n", "--namespace", help="namespace (live default: default; --from: all)")
-    explain_cmd.add_argument(
-        "-o",
-        "--output",
-        choices=arguments.values(Output.TEXT, Output.JSON, Output.YAML, Output.GITHUB),
-        help=f"text, json, yaml or {arguments.GITHUB_HELP}",
-    )
-    explain_cmd.set_defaults(handler=_explain)
-
-
-def _add_matrix_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
-) -> None:
-    group = commands.add_parser("matrix", **usage.of("matrix"))
-    verbs = group.add_subparsers(dest="verb", metavar="VERB")
-
-    validate = verbs.add_parser(
-        "validate",
-        parents=[matrix_file, arguments.output_option(Output.GITHUB)],
-        **usage.of("matrix validate"),
-    )
-    validate.add_argument(
-        "path",
-        nargs="?",
-        type=arguments.file_path("PATH"),
-        metavar="PATH",
-        help="matrix file (default: --matrix)",
-    )
-    validate.set_defaults(handler=_matrix_validate)
-
-    add = verbs.add_parser(
-        "add",
-        parents=[matrix_file, arguments.output_option()],
-        usage="gpudrv matrix add [--matrix PATH] [-o FORMAT] (BRANCH KERNEL OS_TAG | --tag TAG)",
-        **usage.of("matrix add"),
-    )
-    add.add_argument("parts", nargs="*", metavar="BRANCH KERNEL OS_TAG")
-    add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
-    add.set_defaults(handler=lambda a: _matrix_add(a, _row_key(add, a)))
-    _add_matrix_verify(verbs, matrix_file)
-    _add_matrix_git_commands(verbs, matrix_file)
-
-
-def _add_matrix_verify(
-    verbs: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
-) -> None:
-    verify = verbs.add_parser(
-        "verify",
-        parents=[matrix_file, arguments.output_option(Output.GITHUB)],
-        **usage.of("matrix verify"),
-    )
-    arguments.registry_options(verify)
-    verify.add_argument(
-        "--list-tags", action="store_true", help="also list the registry's tags: note those the matrix lacks"
-    )
-    verify.add_argument(
-        "--write", action="store_true", help="append those tags as rows (implies --list-tags)"
-    )
-    verify.set_defaults(
-        handler=lambda a: _registry().verify(
-            a.matrix,
-            arguments.repository(a),
-            list_tags=a.list_tags,
-            write=a.write,
-            output=a.output,
-            concurrency=a.concurrency,
-        )
-    )
-
-
-def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ImageKey:  # noqa: RET503
-    if args.tag is not None and not args.parts:
-        from reconciler.commands import matrix
-
-        return matrix.key_of(args.tag)
-    if args.tag is None and len(args.parts) == 3:
-        return ImageKey(*args.parts)
-    parser.error("give BRANCH KERNEL OS_TAG, or --tag TAG")  # exits with code 2
-
-
-def _add_matrix_git_commands(
-    verbs: argparse._SubParsersAction[argparse.ArgumentParser], matrix_file: argparse.ArgumentParser
-) -> None:
-    history_cmd = verbs.add_parser(
-        "history",
-        parents=[matrix_file, arguments.output_option()],
-        **usage.of("matrix history"),
-    )
-    history_cmd.set_defaults(handler=_history)
-
-    impact_cmd = verbs.add_parser(
-        "impact",
-        parents=[
-            arguments.node_options(),
-            arguments.selector_option(),
-            arguments.allow_empty_option(),
-            matrix_file,
-        ],
-        **usage.of("matrix impact"),
-    )
-    impact_cmd.add_argument(
-        "--base",
-        required=True,
-        type=arguments.given("--base", "git ref"),
-        metavar="REF",
-        help="git ref to compare with",
-    )
-    impact_cmd.add_argument(
-        "-o",
-        "--output",
-        choices=arguments.values(Output.TEXT, Output.JSON, Output.YAML, Output.MARKDOWN, Output.GITHUB),
-        help=f"text, json, yaml, markdown (for a PR summary) or {arguments.GITHUB_HELP}",
-    )
-    impact_cmd.set_defaults(handler=_impact)
-
-
-def _add_diff_command(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], selector: argparse.ArgumentParser
-) -> None:
-    diff_cmd = commands.add_parser(
-        "diff",
-        parents=[selector, arguments.output_option(Output.GITHUB)],
-        **usage.of("diff"),
-    )
-    diff_cmd.add_argument(
-        "--from",
-        dest="from_dir",
-        type=arguments.path("--from"),
-        metavar="DIR",
-        help="manifests in git (default: gpudrv.yaml's fleet)",
-    )
-    arguments.cluster_options(diff_cmd)
-    diff_cmd.set_defaults(handler=_diff)
-
-
-def _add_manifests_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    group = commands.add_parser("manifests", **usage.of("manifests"))
-    verbs = group.add_subparsers(dest="verb", metavar="VERB")
-    validate = verbs.add_parser(
-        "validate",
-        parents=[arguments.output_option(Output.GITHUB)],
-        **usage.of("manifests validate"),
-    )
-    validate.add_argument(
-        "--from",
-        dest="folder",
-        type=arguments.path("--from"),
-        metavar="DIR",
-        help="*.yaml/*.yml files under DIR "
-        f"(default: gpudrv.yaml's fleet, else {arguments.DEFAULT_MANIFESTS})",
-    )
-    validate.set_defaults(handler=_manifests_validate)
+    return verbs.build()
 
 
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
@@ -368,115 +130,6 @@ def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
     )
 
 
-def _add_upgrade_commands(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser],
-    nodes: list[argparse.ArgumentParser],
-    matrix_file: argparse.ArgumentParser,
-    output: argparse.ArgumentParser,
-) -> None:
-    gates = argparse.ArgumentParser(add_help=False)
-    gates.add_argument(
-        "--merged-ref",
-        type=arguments.given("--merged-ref", "git ref"),
-        metavar="REF",
-        help="where the image gate reads the matrix (default: origin/main, else main)",
-    )
-    gates.add_argument("--force", action="store_true", help="also delete pods that have no controller")
-
-    desired = [arguments.node_options(desired=True), *nodes[1:]]  # nodes: [node options, -l, --allow-empty]
-    plan_cmd = commands.add_parser(
-        "plan",
-        parents=[*desired, matrix_file, gates, output],
-        **usage.of("plan"),
-    )
-    plan_cmd.set_defaults(handler=_plan)
-
-    apply_cmd = commands.add_parser(
-        "apply",
-        parents=[*desired, matrix_file, gates, arguments.output_option(Output.GITHUB)],
-        **usage.of("apply"),
-    )
-    apply_cmd.add_argument("--dry-run", action="store_true", help="print the plan; change nothing")
-    apply_cmd.add_argument(
-        "--max-parallel", type=arguments.positive, default=1, metavar="N", help="nodes at a time (default 1)"
-    )
-    apply_cmd.add_argument(
-        "--drain-timeout",
-        type=arguments.seconds,
-        default=300.0,
-        metavar="D",
-        help="per drain step (default 5m)",
-    )
-    apply_cmd.add_argument(
-        "--installer",
-        choices=arguments.values(*Installer),
-        default="labels",
-        help="how the driver gets installed",
-    )
-    apply_cmd.add_argument(
-        "--timeout",
-        type=arguments.seconds,
-        default=600.0,
-        metavar="D",
-        help="installer=wait: how long (default 10m); with the GPU Operator: per batch",
-    )
-    staged = apply_cmd.add_argument_group("with the GPU Operator's driver resources in DIR")
-    staged.add_argument(
-        "--canary",
-        type=arguments.positive,
-        default=1,
-        metavar="N",
-        help="nodes the operator takes first (default 1)",
-    )
-    staged.add_argument(
-        "--batch",
-        type=arguments.positive,
-        default=None,
-        metavar="N",
-        help="nodes released per batch after the canary (default: all the rest; the operator's "
-        "maxParallelUpgrades and maxUnavailable still pace them)",
-    )
-    engine = staged.add_mutually_exclusive_group()
-    engine.add_argument(
-        "--release", action="store_true", help="remove every skip label gpudrv set, and stop staging"
-    )
-    engine.add_argument(
-        "--hold",
-        action="store_true",
-        help="a GitOps engine or Helm applies the driver resources: gate and hold the moving nodes "
-        "but the canary, then stop (run before the engine's sync, e.g. an Argo CD PreSync hook)",
-    )
-    engine.add_argument(
-        "--await-sync",
-        action="store_true",
-        help="never apply the driver resources: hold, wait until the engine has applied them, then "
-        "canary and batches (run after --hold, e.g. an Argo CD PostSync hook)",
-    )
-    apply_cmd.set_defaults(handler=_apply)
-
-    cluster_only = arguments.node_options(manifests=False)
-    drain_cmd = commands.add_parser("drain", parents=[cluster_only, output], **usage.of("drain"))
-    drain_cmd.add_argument("node", type=arguments.given("NODE", "node name"), metavar="NODE")
-    drain_cmd.add_argument(
-        "--timeout", type=arguments.seconds, default=300.0, metavar="D", help="give up after D (default 5m)"
-    )
-    drain_cmd.add_argument("--force", action="store_true", help="also delete pods that have no controller")
-    drain_cmd.add_argument(
-        "--preflight", action="store_true", help="do not cordon when a budget would refuse"
-    )
-    drain_cmd.set_defaults(handler=_drain)
-
-    status_cmd = commands.add_parser("status", parents=[*desired, matrix_file, output], **usage.of("status"))
-    status_cmd.set_defaults(handler=_status)
-
-    report_cmd = commands.add_parser(
-        "report",
-        parents=[*nodes, matrix_file, arguments.output_option(Output.HTML)],
-        **usage.of("report"),
-    )
-    report_cmd.set_defaults(handler=_report)
-
-
 # --- the verbs: each imports its module when it runs ----------------------------------------------
 
 
@@ -490,16 +143,19 @@ def _audit(a: argparse.Namespace) -> int:
     if a.registry is not None:
         from reconciler.commands import registry
 
-        return registry.audit(_source(a), arguments.repository(a), a.output, a.concurrency)
+        return registry.audit(_source(a), groups.repository(a), a.output, a.concurrency)
     from reconciler.commands import audit
 
     return audit.run(_source(a), a.matrix, a.output)
 
 
-def _registry() -> Any:
+def _matrix_verify(a: argparse.Namespace) -> int:
     from reconciler.commands import registry
 
-    return registry
+    repository = groups.repository(a)
+    return registry.verify(
+        a.matrix, repository, list_tags=a.list_tags, write=a.write, output=a.output, concurrency=a.concurrency
+    )
 
 
 def _init(a: argparse.Namespace) -> int:
@@ -522,10 +178,10 @@ def _matrix_validate(a: argparse.Namespace) -> int:
     return matrix.validate(a.path or a.matrix, a.output)
 
 
-def _matrix_add(a: argparse.Namespace, key: ImageKey) -> int:
+def _matrix_add(a: argparse.Namespace) -> int:
     from reconciler.commands import matrix
 
-    return matrix.add(a.matrix, key, a.output)
+    return matrix.add(a.matrix, a.row_key(a), a.output)
 
 
 def _history(a: argparse.Namespace) -> int:
@@ -601,16 +257,10 @@ def _report(a: argparse.Namespace) -> int:
     return status.run_report(a.matrix, _source(a), a.output)
 
 
-def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    reconcile_cmd = commands.add_parser("reconcile", **usage.of("reconcile"))
-    arguments.reconcile_options(reconcile_cmd)
-    reconcile_cmd.set_defaults(handler=_reconcile)
-
-
 def _reconcile(args: argparse.Namespace) -> int:
     from reconciler.commands import reconcile  # prometheus_client only for this command
 
-    settings = arguments.reconcile_settings(args)
+    settings = reconcile_settings(args)
     if args.check_access:
         return reconcile.check_access(settings, _options(args), Output(args.output))
     if args.once:
@@ -620,46 +270,19 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     from reconciler.commands import apply, rollout
-    from reconciler.core.supervise import Stages
 
-    if rollout.wanted(arguments.desired(args)):
-        staged = rollout.Settings(
-            from_dir=arguments.desired(args),
-            matrix=args.matrix,
-            merged_ref=args.merged_ref,
-            dry_run=args.dry_run,
-            stages=Stages(args.canary, args.batch or 0),
-            timeout=args.timeout,
-            selector=args.selector,
-            operator_version=args.operator_version,
-            release=args.release,
-            hold_only=args.hold,
-            await_sync=args.await_sync,
-            allow_empty=args.allow_empty,
-        )
+    settings = arguments.apply_settings(args)
+    if rollout.wanted(settings.from_dir):
         return _as_data(
-            args, "apply", lambda record: rollout.run(staged, _options(args), record), dry_run=args.dry_run
+            args, "apply", lambda record: rollout.run(settings, _options(args), record), dry_run=args.dry_run
         )
-    if args.hold or args.await_sync:
-        flag = "--hold" if args.hold else "--await-sync"
+    if settings.hold or settings.await_sync:
+        flag = "--hold" if settings.hold else "--await-sync"
         raise GpudrvError(
             f"{flag} stages a GPU Operator rollout around a GitOps engine's sync, but "
-            f"{arguments.desired(args)} declares no ClusterPolicy or NVIDIADriver (lab mode applies nothing "
+            f"{settings.from_dir} declares no ClusterPolicy or NVIDIADriver (lab mode applies nothing "
             "a GitOps engine owns)"
         )
-    settings = apply.Settings(
-        from_dir=arguments.desired(args),
-        matrix=args.matrix,
-        merged_ref=args.merged_ref,
-        dry_run=args.dry_run,
-        max_parallel=args.max_parallel,
-        drain_timeout=args.drain_timeout,
-        installer=Installer(args.installer),
-        install_timeout=args.timeout,
-        force=args.force,
-        selector=args.selector,
-        allow_empty=args.allow_empty,
-    )
     return _as_data(
         args, "apply", lambda record: apply.run(settings, _options(args), record), dry_run=args.dry_run
     )
@@ -667,3 +290,12 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace) -> Options:
     return Options(args.kubeconfig, args.context, args.request_timeout)
+
+
+# The handler each parser names (arguments/verbs.py).
+HANDLERS: dict[str, Handler] = {
+    "tag": _tag, "audit": _audit, "init": _init, "explain": _explain, "matrix_validate": _matrix_validate,
+    "matrix_add": _matrix_add, "matrix_verify": _matrix_verify, "history": _history, "impact": _impact,
+    "diff": _diff, "manifests_validate": _manifests_validate, "plan": _plan, "apply": _apply, "drain": _drain,
+    "status": _status, "report": _report, "reconcile": _reconcile,
+}  # fmt: skip

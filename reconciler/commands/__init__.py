@@ -6,8 +6,6 @@ core, prints what a renderer (reconciler.render) makes of the result, and return
 
 from enum import StrEnum
 
-from reconciler.core.executor import Installer as Installer  # the CLI builds its parser without apply
-
 OK, FINDINGS, ERROR = 0, 1, 2
 
 

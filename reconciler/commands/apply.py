@@ -8,15 +8,14 @@ The gates, the budgets and the final audit are here; the upgrade itself is core/
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.adapters.files import operator_contract
 from reconciler.commands import FINDINGS, OK, upgrades
-from reconciler.core import audit, diff, executor, fleet_upgrade, upgrade
-from reconciler.core.executor import Installer
+from reconciler.commands.settings import ApplySettings
+from reconciler.core import audit, diff, fleet_upgrade, upgrade
 from reconciler.core.fleet_upgrade import Outcome
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import Images
@@ -26,36 +25,14 @@ from reconciler.render.upgrades import plan_text
 
 RECONNECT_SECONDS = 180.0  # how long an upgrade waits out an API server that stopped answering
 BUDGET_SETTLE_SECONDS = 30.0
-__all__ = ["Installer", "Settings", "run"]
 
 
-@dataclass(frozen=True)
-class Settings:
-    from_dir: Path
-    matrix: Path
-    merged_ref: str | None = None
-    dry_run: bool = False
-    max_parallel: int = 1
-    drain_timeout: float = 300.0
-    installer: Installer = Installer.LABELS
-    install_timeout: float = 600.0
-    force: bool = False
-    selector: LabelSelector | None = None  # -l: only the declared nodes whose declared labels match
-    allow_empty: bool = False  # --allow-empty: no declared GPU node is nothing to do, not an error
-
-    def options(self) -> executor.Options:
-        return executor.Options(
-            self.max_parallel, self.drain_timeout, self.installer, self.install_timeout, self.force
-        )
-
-
-def run(settings: Settings, options: kube.Options, record: upgrades.Record | None = None) -> int:
+def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record | None = None) -> int:
     record = record or upgrades.Record()
     record.mode = "lab"
     _refuse_operator_resources(settings.from_dir)
-    desired = upgrades.load_desired(
-        settings.from_dir, settings.selector
-    )  # 1. manifests and matrix valid first
+    # 1. manifests and matrix valid first
+    desired = upgrades.load_desired(settings.from_dir, settings.selector)
     upgrades.require_declared(desired, settings.from_dir, settings.selector, settings.allow_empty)
     images = upgrades.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = upgrades.connect(options)
@@ -97,10 +74,11 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
 
 
 def _dry_run(
-    fleet: Fleet, desired: upgrades.Desired, images: Images, settings: Settings, record: upgrades.Record
+    fleet: Fleet, desired: upgrades.Desired, images: Images, settings: ApplySettings, record: upgrades.Record
 ) -> int:
     live = upgrades.read_live(fleet, desired)
-    plans, images = upgrades.plans_with_history(desired, live, images, settings.force, settings.matrix)
+    force = settings.upgrade.force
+    plans, images = upgrades.plans_with_history(desired, live, images, force, settings.matrix)
     for plan in plans:
         refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
         outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
@@ -137,15 +115,15 @@ def _sync_budgets(fleet: Fleet, desired: upgrades.Desired) -> None:
         time.sleep(0.5)  # the disruption controller recomputes status after a spec change
 
 
-def _upgrade_all(fleet: Fleet, desired: upgrades.Desired, images: Images, settings: Settings) -> Outcome:
+def _upgrade_all(fleet: Fleet, desired: upgrades.Desired, images: Images, settings: ApplySettings) -> Outcome:
     def read() -> fleet_upgrade.Round:
         live = upgrades.read_live(fleet, desired)
         return fleet_upgrade.Round(
-            upgrades.make_plans(desired, live, images, settings.force), live.pods, live.budgets
+            upgrades.make_plans(desired, live, images, settings.upgrade.force), live.pods, live.budgets
         )
 
     return fleet_upgrade.FleetUpgrade(
-        fleet, SystemHost(), images, settings.options(), read, owner=run_owner, reporter=Progress
+        fleet, SystemHost(), images, settings.upgrade, read, owner=run_owner, reporter=Progress
     ).run()
 
 

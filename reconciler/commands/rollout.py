@@ -21,13 +21,14 @@ from reconciler.adapters.cluster.fleet import Fleet, SystemHost
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK, driver_resources, upgrades
+from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, supervise
 from reconciler.core.audit import AuditResult
 from reconciler.core.budget import Budget, Pod
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, DriverResource, Kind, Mode
 from reconciler.core.staging import Sighting, Staging
-from reconciler.core.supervise import HELD, NodeFacts, Stages
+from reconciler.core.supervise import HELD, NodeFacts
 from reconciler.core.tags import GPU_PRESENT
 from reconciler.core.upgrade import SKIP_LABEL, State
 from reconciler.errors import GpudrvError
@@ -35,33 +36,12 @@ from reconciler.errors import GpudrvError
 RECONNECT_SECONDS = 180.0
 
 
-@dataclass(frozen=True)
-class Settings:
-    from_dir: Path
-    matrix: Path
-    merged_ref: str | None = None
-    dry_run: bool = False
-    stages: Stages = field(default_factory=Stages)
-    timeout: float = 600.0  # per batch
-    selector: LabelSelector | None = None
-    operator_version: str | None = None
-    release: bool = False
-    allow_empty: bool = False  # --allow-empty: no GPU node the resources select is not an error
-    hold_only: bool = False  # --hold: gates and holds, then leave the resources to their GitOps engine
-    await_sync: bool = False  # --await-sync: never apply; wait for the engine to, then stage the rollout
-
-    @property
-    def applies(self) -> bool:
-        """Does gpudrv write the driver resources itself (not when a GitOps engine does)?"""
-        return not (self.hold_only or self.await_sync)
-
-
 def wanted(from_dir: Path) -> bool:
     """Does DIR declare the GPU Operator's driver resources (operator mode)?"""
     return bool(operator_contract.load_resources(from_dir))
 
 
-def run(settings: Settings, options: kube.Options, record: upgrades.Record | None = None) -> int:
+def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record | None = None) -> int:
     """The staged rollout; `record` (-o json, yaml, github) gets the outcome of each node it moves."""
     record = record or upgrades.Record()
     declared = operator_contract.load_resources(settings.from_dir)
@@ -107,7 +87,7 @@ def _policy(fleet: Fleet, contract: Contract) -> supervise.Policy:
     return rules
 
 
-def _release_all(fleet: Fleet, settings: Settings, record: upgrades.Record) -> int:
+def _release_all(fleet: Fleet, settings: ApplySettings, record: upgrades.Record) -> int:
     held = [
         live.node.name
         for live in fleet.gpu_nodes(settings.selector)

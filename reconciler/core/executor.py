@@ -24,6 +24,7 @@ from typing import Protocol
 
 from reconciler.core import upgrade
 from reconciler.core.budget import Pod, Role
+from reconciler.core.flags import Kind, flag
 from reconciler.core.upgrade import (
     FAILURE,
     INITIAL_UNSCHEDULABLE,
@@ -55,11 +56,31 @@ class Installer(StrEnum):
 
 @dataclass(frozen=True)
 class Options:
-    max_parallel: int = 1
-    drain_timeout: float = 300.0
-    installer: Installer = Installer.LABELS
-    install_timeout: float = 600.0
-    force: bool = False
+    """The lab upgrade's settings: flags of `gpudrv apply` (and of `reconcile --apply`, which passes them
+    on), part of apply's settings type (commands/settings.py)."""
+
+    max_parallel: int = flag(
+        "--max-parallel",
+        Kind.COUNT,
+        1,
+        metavar="N",
+        help="nodes at a time (default 1)",
+        relay="apply's (default 1)",
+    )
+    drain_timeout: float = flag(
+        "--drain-timeout", Kind.SECONDS, 300.0, metavar="D", help="per drain step (default 5m)",
+        relay="apply's (default 5m)",
+    )  # fmt: skip
+    installer: Installer = flag(
+        "--installer", Kind.CHOICE, Installer.LABELS, choices=tuple(each.value for each in Installer),
+        help="how the driver gets installed", relay="apply's",
+    )  # fmt: skip
+    install_timeout: float = flag(
+        "--timeout", Kind.SECONDS, 600.0, metavar="D",
+        help="installer=wait: how long (default 10m); with the GPU Operator: per batch",
+        relay="apply's installer=wait timeout",
+    )  # fmt: skip
+    force: bool = flag("--force", Kind.SWITCH, False, help="also delete pods that have no controller")
 
 
 class StepFailed(Exception):

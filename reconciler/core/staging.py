@@ -127,7 +127,7 @@ class StagingSettings(Protocol):
     @property
     def dry_run(self) -> bool: ...
     @property
-    def hold_only(self) -> bool: ...
+    def hold(self) -> bool: ...
     @property
     def await_sync(self) -> bool: ...
     @property
@@ -233,7 +233,7 @@ class Staging:
         that owns them), then the operator's upgrade followed to the end."""
         self.fleet.writing()
         self.hold(step.hold)
-        if self.settings.hold_only:
+        if self.settings.hold:
             self.output.say(
                 "the driver resources are left to their GitOps engine: once it has applied them, "
                 "gpudrv apply --await-sync stages the rest of the rollout"

@@ -210,12 +210,12 @@ class Settings:
     stages: Stages = field(default_factory=Stages)
     timeout: float = 600.0
     dry_run: bool = False
-    hold_only: bool = False
+    hold: bool = False
     await_sync: bool = False
 
     @property
     def applies(self) -> bool:
-        return not (self.hold_only or self.await_sync)
+        return not (self.hold or self.await_sync)
 
 
 @dataclass

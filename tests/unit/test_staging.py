@@ -56,7 +56,7 @@ def test_a_batch_of_two_never_has_more_than_two_in_progress() -> None:
 
 def test_the_hold_says_since_when() -> None:
     world = World.of(2, time=0.0)
-    rollout(world, Settings(hold_only=True))
+    rollout(world, Settings(hold=True))
     assert world.nodes["n1"].held == "rollout since 1970-01-01T00:00:00Z"
 
 
@@ -158,9 +158,9 @@ def test_a_dry_run_says_the_plan_and_writes_nothing() -> None:
     assert {outcome for outcome, _ in said.notes.values()} == {"planned"}
 
 
-def test_hold_only_leaves_the_resources_to_the_engine_then_await_sync_goes_on() -> None:
+def test_hold_leaves_the_resources_to_the_engine_then_await_sync_goes_on() -> None:
     world = World.of(3)
-    assert rollout(world, Settings(hold_only=True))[0]
+    assert rollout(world, Settings(hold=True))[0]
     assert world.writes == ["hold n1", "hold n2"] and not world.applied
     world.synced_by_engine_after = 30.0
     ok, said = rollout(world, Settings(Stages(1, 1), await_sync=True))

@@ -23,9 +23,11 @@ from reconciler.adapters.files import config, operator_contract
 from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import access
+from reconciler.commands.settings import ApplySettings, Connection
+from reconciler.core import access, executor
 from reconciler.core.audit import Status, audit_wants
 from reconciler.core.election import Timing
+from reconciler.core.flags import argv
 from reconciler.core.reconcile_ports import CONFIG_NAME, INVALID, MISSING, Snapshot
 from reconciler.errors import GpudrvError
 from reconciler.render import audit, document
@@ -36,14 +38,6 @@ DEFAULT_MATRIX = "matrix/support-matrix.csv"
 
 def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-@dataclass(frozen=True)
-class ApplyOptions:
-    max_parallel: int = 1
-    drain_timeout: float = 300.0
-    installer: str = "labels"
-    install_timeout: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -61,7 +55,7 @@ class Settings:
     identity: str = field(default_factory=default_identity)
     timing: Timing = field(default_factory=Timing)
     event_refresh: float = 1800.0
-    apply: ApplyOptions | None = None  # None: audit only
+    apply: executor.Options | None = None  # None: audit only; else apply's flags, passed on
 
 
 def default_lease_namespace() -> str:
@@ -102,16 +96,22 @@ def _within(checkout: Path, relative: str) -> Path:
 # --- the child `gpudrv apply` (--apply) -------------------------------------------------------------
 
 
-def apply_arguments(snapshot: Snapshot, apply: ApplyOptions, options: kube.Options) -> list[str]:
-    """The child `gpudrv apply`'s arguments for the commit in force (the loop checks it has a fleet)."""
-    assert snapshot.fleet is not None
-    return [
-        "--from", snapshot.fleet, "--matrix", snapshot.matrix, "--merged-ref", snapshot.commit,
-        "--max-parallel", str(apply.max_parallel), "--drain-timeout", f"{apply.drain_timeout:g}",
-        "--installer", apply.installer, "--timeout", f"{apply.install_timeout:g}",
-        *(["--kubeconfig", options.kubeconfig] if options.kubeconfig else []),
-        *(["--context", options.context] if options.context else []),
-    ]  # fmt: skip
+def apply_arguments(snapshot: Snapshot, settings: Settings, options: kube.Options) -> list[str]:
+    """The child `gpudrv apply`'s command line, derived from apply's settings: the commit in force, the
+    flags --apply passes on, the pinned --operator-version and every connection flag (--request-timeout
+    too); the kubeconfig made absolute, as the child runs in its own working tree."""
+    apply = ApplySettings(
+        from_dir=Path(snapshot.fleet or ""),
+        matrix=Path(snapshot.matrix),
+        merged_ref=snapshot.commit,
+        operator_version=settings.operator_version,
+        upgrade=settings.apply or executor.Options(),
+    )
+    kubeconfig = options.kubeconfig and os.pathsep.join(
+        str(Path(name).expanduser().absolute()) for name in options.kubeconfig.split(os.pathsep) if name
+    )
+    connection = Connection(kubeconfig or None, options.context, options.request_timeout)
+    return [*argv(apply), *argv(connection)]
 
 
 # --- check access ------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.serving.apply_process import ApplyProcess
 from reconciler.adapters.serving.metrics import Metrics, Server
 from reconciler.commands import OK
-from reconciler.commands.reconcile import ApplyOptions, Settings, apply_arguments, check, load_snapshot
+from reconciler.commands.reconcile import Settings, apply_arguments, check, load_snapshot
 from reconciler.core.fleetwatch import Change
 from reconciler.core.operator import Contract
 from reconciler.core.reconcile_loop import Loop
@@ -152,8 +152,8 @@ class AlwaysLeading:
 class Worktrees:
     """`gpudrv apply` as a child process, in a fresh worktree of the commit in force."""
 
-    def __init__(self, settings: Settings, apply: ApplyOptions, options: kube.Options) -> None:
-        self.settings, self.apply, self.options = settings, apply, options
+    def __init__(self, settings: Settings, options: kube.Options) -> None:
+        self.settings, self.options = settings, options
 
     def start(self, snapshot: Snapshot) -> ApplyProcess:
         checkout, tree = self.settings.workdir / "repo", self.settings.workdir / "apply"
@@ -164,7 +164,7 @@ class Worktrees:
             git.add_worktree(checkout, tree, snapshot.commit)
         except GpudrvError as exc:
             raise Unreadable(str(exc)) from exc
-        return ApplyProcess(apply_arguments(snapshot, self.apply, self.options), tree, snapshot.commit)
+        return ApplyProcess(apply_arguments(snapshot, self.settings, self.options), tree, snapshot.commit)
 
 
 class Exporter:
@@ -257,7 +257,7 @@ class Service:
         counted = lambda reason, result: metrics.events.labels(reason, result).inc()  # noqa: E731
         self.events = EventSink(kube.connect(options), settings.event_refresh, counted)
         self.elector = self._elector()
-        applier = Worktrees(settings, settings.apply, options) if settings.apply is not None else None
+        applier = Worktrees(settings, options) if settings.apply is not None else None
         ports = Ports(SystemClock(), inbox, Checkout(settings), self.cluster, self.elector or AlwaysLeading(),
                       Exporter(metrics, self.events, settings.source), applier)  # fmt: skip
         self.loop = loop = Loop(
