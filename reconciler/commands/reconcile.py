@@ -34,7 +34,7 @@ from pathlib import Path
 from types import FrameType
 
 from reconciler.adapters import git, kube
-from reconciler.adapters.cluster import Cluster, reviews
+from reconciler.adapters.cluster import Cluster, gpu_operator, reviews
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
 from reconciler.adapters.cluster.lease import Elector, LeaseLock
 from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed, NodeWatch
@@ -392,7 +392,7 @@ class Reconciler:
     def _read_contract(self, snapshot: Snapshot) -> Contract | None:
         """The driver contract in force, read again at every full audit; on failure the last one."""
         try:
-            self.contract = operator_contract.live_contract(self.gateway, snapshot.operator_version)
+            self.contract = gpu_operator.live_contract(self.gateway, snapshot.operator_version)
         except (GpudrvError, kube.ApiError, kube.Unreachable) as exc:
             self.metrics.audit_errors.inc()
             retry = min(self.settings.resync, 10.0)
@@ -584,7 +584,7 @@ def once(settings: Settings, options: kube.Options) -> int:
     git.check_out(checkout, commit)
     snapshot = load_snapshot(checkout, commit, settings)
     gateway = kube.connect(options)
-    contract = operator_contract.live_contract(gateway, snapshot.operator_version)
+    contract = gpu_operator.live_contract(gateway, snapshot.operator_version)
     result = audit_wants(operator_contract.wants(contract, Cluster(gateway).gpu_nodes()), snapshot.tags)
     sink = EventSink(gateway, settings.event_refresh).start()
     where = f"{snapshot.matrix} at {commit[:12]}"
