@@ -20,8 +20,8 @@ from tests.unit.fake_kube import HOST, Call, always
 from tests.unit.fake_kube import gateway as faked
 
 
-def gateway(respond: Any = always({})) -> kube.Gateway:
-    return faked(respond)[0]
+def gateway(respond: Any = None) -> kube.Gateway:
+    return faked(respond or always({}))[0]
 
 
 def test_timeouts_as_kubectl_reads_request_timeout() -> None:

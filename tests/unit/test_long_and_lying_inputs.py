@@ -3,7 +3,6 @@ an integer of 5,000 digits, a symlink loop) is one clear error, or read as the A
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,6 @@ from reconciler.adapters.kube import jsonstream
 from reconciler.core import fleet_page, history, os_tags, selectors
 from reconciler.core.selectors import Requirement
 from reconciler.errors import GpudrvError
-
 from tests.unit.fake_kube import HOST, always
 from tests.unit.fake_kube import gateway as faked
 

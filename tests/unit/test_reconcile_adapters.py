@@ -25,7 +25,6 @@ from reconciler.errors import GpudrvError
 from tests.unit.fake_kube import HOST, Call, Lines, refused
 from tests.unit.fake_kube import gateway as faked
 
-
 # --- the watch ------------------------------------------------------------------------------------
 
 

@@ -84,9 +84,9 @@ class Transport:
         content_type: str | None = None,
         timeout: tuple[float, float] | None = None,
     ) -> Any:
-        """One HTTP request through the ApiClient, as the generated `*_with_http_info(...,
-        _preload_content=False)` methods made it (configuration, auth, timeout, pool), and the same
-        answer: the unread urllib3 response, or the client's ApiException for a status outside 2xx.
+        """One HTTP request through the ApiClient, as the client's generated API methods made it
+        (configuration, auth, timeout, pool; the answer left unparsed), and the same answer: the unread
+        urllib3 response, or the client's ApiException for a status outside 2xx.
         None values in `query` are left out; `timeout` (connect, read) replaces this client's."""
         from kubernetes.client.exceptions import ApiException
 
