@@ -57,16 +57,22 @@ def connect(options: Options) -> Gateway:
         api = _client("in-cluster configuration", _in_cluster)
     else:
         raise NoCluster(f"{NO_CLUSTER}: pass --kubeconfig or --context, or set KUBECONFIG")
+    return Gateway(_bounded(api, timeouts), str(api.configuration.host), timeouts)
+
+
+def _bounded(api: Any, timeouts: Timeouts) -> Any:
     api.rest_client.pool_manager = BoundedPool(api.rest_client.pool_manager, timeouts)
     api.user_agent = USER_AGENT  # the API server's audit log and metrics name gpudrv
-    return Gateway(api, str(api.configuration.host), timeouts)
+    return api
 
 
 def streaming(gateway: Gateway) -> Gateway:
     """A gateway for watches: a client of its own on the same configuration, whose answers are read
     as they arrive. (A pool that reads each answer whole, with a total time limit, suits every other
-    request; a watch's answer lasts minutes and each line of it is news.)"""
-    return Gateway(new_client(gateway.api_client.configuration), gateway.host, gateway.timeouts)
+    request; a watch's answer lasts minutes and each line of it is news.) Its pool is bounded too: a
+    watch is never retried by urllib3, so a silent one ends at its read timeout."""
+    api = _bounded(new_client(gateway.api_client.configuration), gateway.timeouts)
+    return Gateway(api, gateway.host, gateway.timeouts)
 
 
 def _kubeconfig_files(options: Options) -> list[str]:

@@ -213,12 +213,13 @@ class BoundedPool:
         self._pool, self._timeouts = pool, timeouts
 
     def request(self, method: str, url: str, **kwargs: Any) -> Any:
+        kwargs["retries"] = False
         if _is_watch(url):
             # A watch is a stream that stays open for minutes: its events must reach the caller as
             # they come (kube.Stream reads it line by line, under its own timeouts), not at its end.
+            # Not retried either: a silent watch is cut at its read timeout, not at three of them.
             return self._pool.request(method, url, **kwargs)
         kwargs["preload_content"] = False
-        kwargs["retries"] = False
         started = time.monotonic()
         response = self._pool.request(method, url, **kwargs)
         total = self._timeouts.total
