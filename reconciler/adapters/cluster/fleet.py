@@ -1,6 +1,6 @@
 """Reads and writes an upgrade needs: GPU nodes, pods on nodes, PDBs, evictions, patches, events.
 
-Everything goes through the gateway (kube.py): it sends the requests, parses the JSON and maps
+Everything goes through the gateway (adapters.kube): it sends the requests, parses the JSON and maps
 HTTP errors; request bodies are plain dicts. Reads of the whole fleet are a constant number of
 requests whatever its size: one metadata-only node list plus the names of the cordoned nodes, one
 pod list for any number of nodes (docs/scale.md).
