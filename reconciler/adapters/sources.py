@@ -8,7 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from reconciler.adapters import files, kube
-from reconciler.adapters.cluster import Cluster, connect
+from reconciler.adapters.cluster import Cluster, connect, gpu_operator
 from reconciler.adapters.files import config, manifests, operator_contract, schemas
 from reconciler.core import matrix, reads
 from reconciler.core.driver_images import Wants
@@ -91,7 +91,7 @@ class NodeSource:
         """The driver resources in force: the manifests' with --from, else the cluster's."""
         if self.from_dir is not None:
             return self.offline.contract
-        return operator_contract.live_contract(self.live.gateway, self.operator_version)
+        return gpu_operator.live_contract(self.live.gateway, self.operator_version)
 
     def wants(self) -> Wants:
         """Every GPU node with the image the contract gives it (read the resources first: a broken

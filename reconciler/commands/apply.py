@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from reconciler.adapters import kube
+from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.adapters.files import operator_contract
 from reconciler.commands import FINDINGS, OK, upgrades
@@ -64,7 +65,7 @@ def _refuse_operator_resources(from_dir: Path) -> None:
 def _refuse_beside_operator(fleet: Fleet) -> None:
     """Lab mode drives nvidia.com/gpu-driver-upgrade-state itself; where the GPU Operator runs, its
     upgrade controller owns that label (and removes it when auto-upgrade is off)."""
-    found = operator_contract.operator_present(fleet.gateway)
+    found = gpu_operator.operator_present(fleet.gateway)
     if found is not None:
         raise GpudrvError(
             f"lab mode refused: {found} in the cluster at {fleet.host}: the GPU Operator's upgrade "

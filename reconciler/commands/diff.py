@@ -8,6 +8,7 @@ from pathlib import Path
 
 from reconciler.adapters import cluster, kube
 from reconciler.adapters.ci import github
+from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import reads
@@ -27,7 +28,7 @@ def run(
     live = cluster.connect(options)
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
-    live_resources = operator_contract.live_resources(live.gateway)
+    live_resources = gpu_operator.live_resources(live.gateway)
     # Each live node keeps the labels a manifest declares, and those the selector reads.
     keys = reads.for_declared(nodes) | (selector.keys() if selector is not None else frozenset())
     live_nodes = live.nodes(labels=keys)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.adapters import kube
+from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import require_gpu_nodes
@@ -39,7 +40,7 @@ def run(
         upgrades.require_declared(desired, from_dir, selector, allow_empty)
     images = upgrades.load_images(matrix_path, merged_ref)
     fleet = upgrades.connect(options)
-    version = operator_version or operator_contract.live_operator_version(fleet.gateway)
+    version = operator_version or gpu_operator.live_operator_version(fleet.gateway)
     contract = operator_contract.offline_contract(from_dir, version)
     if contract.mode is not Mode.LAB:
         return _operator_plan(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.adapters import kube
-from reconciler.adapters.cluster import label_selector, node_watch, operator_fleet
+from reconciler.adapters.cluster import gpu_operator, label_selector, node_watch, operator_fleet
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
@@ -49,7 +49,7 @@ def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record 
     fleet = upgrades.connect(options)
     if settings.release:
         return _release_all(fleet, settings, record)
-    version = settings.operator_version or operator_contract.live_operator_version(fleet.gateway)
+    version = settings.operator_version or gpu_operator.live_operator_version(fleet.gateway)
     contract = operator_contract.offline_contract(settings.from_dir, version)
     record.mode = str(contract.mode)
     rules = _policy(fleet, contract)
@@ -72,9 +72,7 @@ def _policy(fleet: Fleet, contract: Contract) -> supervise.Policy:
     policies = [item for item in contract.resources if item.kind is Kind.CLUSTER_POLICY]
     if not policies:
         policies = [
-            item
-            for item in operator_contract.live_resources(fleet.gateway)
-            if item.kind is Kind.CLUSTER_POLICY
+            item for item in gpu_operator.live_resources(fleet.gateway) if item.kind is Kind.CLUSTER_POLICY
         ]
     if not policies:
         raise GpudrvError("no ClusterPolicy in DIR or in the cluster: the operator has no upgrade policy")

@@ -14,7 +14,18 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.kube import shapes
-from reconciler.adapters.kube.shapes import BUDGET, CUSTOM, DEPLOYMENT, NODE, POD, Shape
+from reconciler.adapters.kube.shapes import (
+    BUDGET,
+    CLUSTER_POLICY,
+    DEPLOYMENT,
+    EVENT,
+    LEASE,
+    NODE,
+    POD,
+    STATUS,
+    WATCH_EVENT,
+    Shape,
+)
 
 _VALUES: list[Any] = [None, 0, 1, 1.0, 2.5, True, False, "", "x", [], [1], ["a"], {}, {"a": 1}, {"a": "b"}]
 
@@ -72,7 +83,33 @@ _DOCUMENTS: dict[str, tuple[Shape, dict[str, Any]]] = {
         DEPLOYMENT,
         {"metadata": {"name": "d"}, "spec": {"template": {"spec": {"containers": [{"image": "x:v1"}]}}}},
     ),
-    "custom": (CUSTOM, {"metadata": {"name": "cluster-policy"}, "spec": {"driver": {}}}),
+    "cluster-policy": (CLUSTER_POLICY, {"metadata": {"name": "cluster-policy"}, "spec": {"driver": {}}}),
+    "lease": (
+        LEASE,
+        {
+            "metadata": {"name": "gpudrv-reconcile", "resourceVersion": "7"},
+            "spec": {
+                "holderIdentity": "pod-a",
+                "leaseDurationSeconds": 15,
+                "acquireTime": "2025-01-01T00:00:00.000000Z",
+                "renewTime": "2025-01-01T00:00:02.000000Z",
+                "leaseTransitions": 2,
+            },
+        },
+    ),
+    "event": (
+        EVENT,
+        {
+            "involvedObject": {"kind": "Node", "name": "n"},
+            "type": "Warning",
+            "reason": "R",
+            "message": "m",
+            "lastTimestamp": "2025-01-01T00:00:00Z",
+            "count": 3,
+        },
+    ),
+    "watch-event": (WATCH_EVENT, {"type": "ADDED", "object": {"metadata": {"name": "n"}}}),
+    "status": (STATUS, {"code": 410, "reason": "Expired", "message": "too old"}),
 }
 
 

@@ -2,28 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from types import SimpleNamespace
-from typing import Any
-
 import pytest
-from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from reconciler.adapters import kube
 from reconciler.core.budget import Budget, Pod, Selector
 from reconciler.errors import GpudrvError
-
-HOST = "https://127.0.0.1:6443"
-
-
-def failing(status: int, reason: str, body: dict[str, Any] | None = None) -> Any:
-    def request() -> Any:
-        exc = ApiException(status=status, reason=reason)
-        exc.body = None if body is None else json.dumps(body)
-        raise exc
-
-    return request
+from tests.unit.fake_kube import HOST, always, gateway, refused
 
 
 @pytest.mark.parametrize(
@@ -40,17 +25,18 @@ def failing(status: int, reason: str, body: dict[str, Any] | None = None) -> Any
 def test_statuses_become_typed_errors_with_the_servers_message(
     status: int, kind: type[kube.ApiError]
 ) -> None:
-    gateway = kube.Gateway(None, HOST)
+    connected, _ = gateway(always(refused(status, "Reason", {"message": "said no"})))
     with pytest.raises(kind) as caught:
-        gateway.write(failing(status, "Reason", {"message": "said no"}))
+        connected.write("DELETE", kube.PODS, namespace="ns", name="p")
     assert type(caught.value) is kind and isinstance(caught.value, GpudrvError)
     assert (caught.value.status, caught.value.detail) == (status, "said no")
     assert str(caught.value) == f"the cluster at {HOST} answered {status} Reason: said no"
 
 
 def test_a_body_without_a_message_still_reads_as_one_line() -> None:
+    connected, _ = gateway(always(refused(500, "Internal Server Error")))
     with pytest.raises(kube.ApiError, match=r"answered 500 Internal Server Error: no message$"):
-        kube.Gateway(None, HOST).read(failing(500, "Internal Server Error"))
+        connected.get(kube.NODES, "n")
 
 
 def test_an_eviction_refusal_names_the_budget_from_the_causes() -> None:
@@ -58,39 +44,67 @@ def test_an_eviction_refusal_names_the_budget_from_the_causes() -> None:
         "message": "Cannot evict pod as it would violate the pod's disruption budget.",
         "details": {"causes": [{"reason": "DisruptionBudget", "message": "The disruption budget p needs 2"}]},
     }
+    connected, _ = gateway(always(refused(429, "Too Many Requests", body)))
     with pytest.raises(kube.TooManyRequests) as caught:
-        kube.Gateway(None, HOST).write(failing(429, "Too Many Requests", body))
+        connected.write("POST", kube.PODS, namespace="ns", name="p", subresource="eviction", body={})
     assert caught.value.explanation() == (
         "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget p needs 2"
     )
 
 
-def test_read_returns_none_for_a_missing_object_only_when_asked() -> None:
-    gateway = kube.Gateway(None, HOST)
-    assert gateway.read(failing(404, "Not Found"), missing_ok=True) is None
+def test_get_returns_none_for_a_missing_object_only_when_asked() -> None:
+    connected, fake = gateway(always(refused(404, "Not Found")))
+    assert connected.get(kube.NODES, "n", missing_ok=True) is None
     with pytest.raises(kube.NotFound):
-        gateway.read(failing(404, "Not Found"))
+        connected.get(kube.NODES, "n")
+    assert [call.path for call in fake.calls] == ["/api/v1/nodes/n", "/api/v1/nodes/n"]
 
 
 def test_no_answer_is_unreachable() -> None:
-    def request() -> Any:
-        cause = NewConnectionError(
-            None, "Failed to establish a new connection: [Errno 111] Connection refused"
-        )
-        raise MaxRetryError(None, "/api/v1/nodes", cause)  # type: ignore[arg-type]
-
+    cause = NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")  # type: ignore[arg-type]
+    connected, _ = gateway(always(MaxRetryError(None, "/api/v1/nodes", cause)))  # type: ignore[arg-type]
     with pytest.raises(kube.Unreachable, match=r"^cannot reach the cluster at https://127.0.0.1:6443: "):
-        kube.Gateway(None, HOST).read(request)
+        connected.get(kube.NODES, "n")
 
 
-def test_pages_follow_the_continue_token() -> None:
+def test_pages_follow_the_continue_token_and_keep_the_lists_version() -> None:
     answers = {
-        None: {"items": [{"n": 1}, {"n": 2}], "metadata": {"continue": "t"}},
-        "t": {"items": [{"n": 3}], "metadata": {}},
+        None: {"items": [{"metadata": {"name": "a"}}], "metadata": {"continue": "t", "resourceVersion": "7"}},
+        "t": {"items": [{"metadata": {"name": "b"}}], "metadata": {"resourceVersion": "9"}},
     }
-    gateway = kube.Gateway(None, HOST)
-    items = gateway.pages(lambda token: SimpleNamespace(data=json.dumps(answers[token])))
-    assert list(items) == [{"n": 1}, {"n": 2}, {"n": 3}]
+    connected, fake = gateway(lambda call: answers[call.query.get("continue")])
+    listing = connected.pages(kube.NODES, query={"labelSelector": "a=b"})
+    assert [item["metadata"]["name"] for item in listing] == ["a", "b"]
+    assert listing.version == "7"  # the first page's: a watch resumes from there
+    assert [call.query for call in fake.calls] == [
+        {"labelSelector": "a=b", "limit": "500"},
+        {"continue": "t", "labelSelector": "a=b", "limit": "500"},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("resource", "namespace", "name", "subresource", "path"),
+    [
+        (kube.NODES, None, None, "", "/api/v1/nodes"),
+        (kube.NODES, None, "a/b", "", "/api/v1/nodes/a%2Fb"),
+        (kube.PODS, None, None, "", "/api/v1/pods"),
+        (kube.PODS, "ml", "p", "eviction", "/api/v1/namespaces/ml/pods/p/eviction"),
+        (kube.BUDGETS, "ml", None, "", "/apis/policy/v1/namespaces/ml/poddisruptionbudgets"),
+        (kube.LEASES, "ns", "l", "", "/apis/coordination.k8s.io/v1/namespaces/ns/leases/l"),
+        (kube.CLUSTER_POLICIES, None, "cp", "", "/apis/nvidia.com/v1/clusterpolicies/cp"),
+        (kube.NVIDIA_DRIVERS, None, None, "", "/apis/nvidia.com/v1alpha1/nvidiadrivers"),
+        (kube.SELF_SUBJECT_REVIEWS, None, None, "", "/apis/authentication.k8s.io/v1/selfsubjectreviews"),
+    ],
+)
+def test_the_resource_table_builds_each_path(
+    resource: kube.Resource, namespace: str | None, name: str | None, subresource: str, path: str
+) -> None:
+    assert resource.path(namespace, name, subresource) == path
+
+
+def test_a_namespaced_object_needs_its_namespace() -> None:
+    with pytest.raises(ValueError, match="needs its namespace"):
+        kube.PODS.path(None, "p")
 
 
 def test_one_pdb_document_two_views() -> None:

@@ -3,9 +3,7 @@ timeouts, outages waited out while patient, writes that lose a race, and the kub
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,20 +12,16 @@ from urllib3.exceptions import NewConnectionError, ReadTimeoutError
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import fleet
 from reconciler.adapters.cluster.fleet import Fleet
-from reconciler.adapters.kube import shapes
+from reconciler.adapters.kube import _config, _paging, _transport
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode
 from reconciler.errors import GpudrvError
-
-HOST = "https://127.0.0.1:6443"
-
-
-def answer(document: object) -> Any:
-    return SimpleNamespace(data=json.dumps(document).encode())
+from tests.unit.fake_kube import HOST, Call, always
+from tests.unit.fake_kube import gateway as faked
 
 
-def gateway() -> kube.Gateway:
-    return kube.Gateway(None, HOST)
+def gateway(respond: Any = None) -> kube.Gateway:
+    return faked(respond or always({}))[0]
 
 
 def test_timeouts_as_kubectl_reads_request_timeout() -> None:
@@ -39,7 +33,7 @@ def test_timeouts_as_kubectl_reads_request_timeout() -> None:
 
 
 def test_a_continue_token_sent_twice_is_an_error() -> None:
-    pages = gateway().pages(lambda token: answer({"items": [{"n": 1}], "metadata": {"continue": "again"}}))
+    pages = gateway(always({"items": [], "metadata": {"continue": "again"}})).pages(kube.NODES)
     with pytest.raises(
         GpudrvError, match=r"sent the same continue token twice \('again'\): a list that would never end"
     ):
@@ -47,8 +41,12 @@ def test_a_continue_token_sent_twice_is_an_error() -> None:
 
 
 def test_a_list_of_too_many_pages_is_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube, "MAX_PAGES", 3)
-    pages = gateway().pages(lambda token: answer({"items": [], "metadata": {"continue": f"{token}x"}}))
+    monkeypatch.setattr(_paging, "MAX_PAGES", 3)
+
+    def respond(call: Call) -> Any:
+        return {"items": [], "metadata": {"continue": f"{call.query.get('continue')}x"}}
+
+    pages = gateway(respond).pages(kube.NODES)
     with pytest.raises(GpudrvError, match=r"more than 3 pages of one list"):
         list(pages)
 
@@ -73,14 +71,14 @@ def test_a_list_of_too_many_pages_is_an_error(monkeypatch: pytest.MonkeyPatch) -
 )
 def test_a_list_of_the_wrong_shape_names_the_server_and_the_field(document: object, message: str) -> None:
     with pytest.raises(GpudrvError) as caught:
-        list(gateway().pages(lambda token: answer(document), shapes.NODE))
+        list(gateway(always(document)).pages(kube.NODES))
     assert str(caught.value).startswith(f"the cluster at {HOST} ")
     assert message in str(caught.value)
 
 
 def test_null_fields_are_absent_as_the_api_server_reads_them() -> None:
     document = {"items": [{"metadata": {"name": "n", "labels": None, "annotations": None}, "spec": None}]}
-    (item,) = gateway().items(lambda: answer(document), shapes.NODE)
+    (item,) = gateway(always(document)).items(kube.NODES)
     assert kube.live_node(item) == LiveNode(Node("n", {}))
 
 
@@ -96,7 +94,7 @@ def test_null_fields_are_absent_as_the_api_server_reads_them() -> None:
 )
 def test_an_answer_that_is_not_a_json_object(data: bytes, message: str) -> None:
     with pytest.raises(GpudrvError, match=None) as caught:
-        gateway().read(lambda: SimpleNamespace(data=data))
+        gateway(always(data)).get(kube.NODES, "n")
     assert message in str(caught.value)
 
 
@@ -111,60 +109,68 @@ class Response:
 
 
 def test_an_answer_is_bounded_in_size(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube, "MAX_BODY", 10)
-    assert kube._read_body(Response([b"12345", b"67890"]), None) == b"1234567890"
-    with pytest.raises(kube._BadAnswer, match="more than"):
-        kube._read_body(Response([b"12345", b"678901"]), None)
+    monkeypatch.setattr(_transport, "MAX_BODY", 10)
+    assert _transport.read_body(Response([b"12345", b"67890"]), None) == b"1234567890"
+    with pytest.raises(kube._errors.BadAnswer, match="more than"):
+        _transport.read_body(Response([b"12345", b"678901"]), None)
 
 
 def test_an_answer_is_bounded_in_time(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = iter([0.0, 1.0, 100.0])
-    monkeypatch.setattr(kube.time, "monotonic", lambda: next(clock))
-    with pytest.raises(kube._BadAnswer, match="took more than 60 s to send one answer"):
-        kube._read_body(Response([b"a", b"b", b"c"]), 60.0)
+    monkeypatch.setattr(_transport.time, "monotonic", lambda: next(clock))
+    with pytest.raises(kube._errors.BadAnswer, match="took more than 60 s to send one answer"):
+        _transport.read_body(Response([b"a", b"b", b"c"]), 60.0)
 
 
-def refused() -> Any:
-    raise NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")  # type: ignore[arg-type]
+def refused(call: Call | None = None) -> Any:
+    return NewConnectionError(None, "Failed to establish a new connection: [Errno 111] Connection refused")  # type: ignore[arg-type]
+
+
+NODE = {"metadata": {"name": "n"}}
 
 
 def test_while_patient_an_outage_is_waited_out(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kube.time, "sleep", lambda seconds: None)
+    monkeypatch.setattr(_transport.time, "sleep", lambda seconds: None)
     said: list[str] = []
-    patient = gateway()
+    attempts = iter([refused(), refused(), NODE])
+    patient = gateway(lambda call: next(attempts))
     patient.patience, patient.notice, patient.reached = 60.0, said.append, True
-    attempts = iter([refused, refused, lambda: answer({"ok": True})])
-
-    def request() -> Any:
-        return next(attempts)()
-
-    assert patient.read(request) == {"ok": True}
+    assert patient.get(kube.NODES, "n") == NODE
     assert len(said) == 1 and "Connection refused; retrying for up to 60 s" in said[0]
 
 
 def test_a_cluster_never_reached_fails_at_once_even_when_patient() -> None:
-    patient = gateway()
+    patient = gateway(refused)
     patient.patience = 60.0
     with pytest.raises(kube.Unreachable, match="Connection refused"):
-        patient.read(refused)
+        patient.get(kube.NODES, "n")
 
 
 def test_not_patient_fails_at_once() -> None:
-    impatient = gateway()
+    impatient = gateway(refused)
     impatient.reached = True
     with pytest.raises(kube.Unreachable):
-        impatient.read(refused)
+        impatient.get(kube.NODES, "n")
 
 
-def test_a_read_timeout_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The default timeouts: an in-process run before this one (the hostile corpus) may have set others.
-    monkeypatch.setattr(kube, "_timeouts", kube.Timeouts.of(None))
+def slow(call: Call) -> Any:
+    return ReadTimeoutError(None, "/api/v1/nodes", "Read timed out.")  # type: ignore[arg-type]
 
-    def slow() -> Any:
-        raise ReadTimeoutError(None, "/api/v1/nodes", "Read timed out.")  # type: ignore[arg-type]
 
+def test_a_read_timeout_says_so() -> None:
     with pytest.raises(kube.Unreachable, match=r"no answer within 15 s \(--request-timeout\)"):
-        gateway().read(slow)
+        gateway(slow).get(kube.NODES, "n")
+
+
+def test_each_client_holds_its_own_timeouts() -> None:
+    """reconcile opens several clients: one's --request-timeout is not another's."""
+    short, default = gateway(slow), gateway(slow)
+    short.timeouts = kube.Timeouts.of(2)
+    with pytest.raises(kube.Unreachable, match=r"no answer within 2 s"):
+        short.get(kube.NODES, "n")
+    with pytest.raises(kube.Unreachable, match=r"no answer within 15 s"):
+        default.get(kube.NODES, "n")
+    assert _config.exec_timeout(short.timeouts) == 2 and _config.exec_timeout(default.timeouts) == 15
 
 
 class Racing(Fleet):
@@ -239,7 +245,7 @@ def test_the_kubeconfig_is_checked_before_the_client_reads_it(
 ) -> None:
     (tmp_path / "kc").write_text(text)
     with pytest.raises(GpudrvError) as caught:
-        kube._check_kubeconfig(str(tmp_path / "kc"))
+        _config._check_kubeconfig(str(tmp_path / "kc"))
     assert str(caught.value) == f"kubeconfig {tmp_path / message}" or message in str(caught.value)
 
 
@@ -247,4 +253,4 @@ def test_yaml_11_booleans_in_a_kubeconfig_are_booleans(tmp_path: Path) -> None:
     (tmp_path / "kc").write_text(
         "clusters:\n- name: c\n  cluster: {server: 'https://x', insecure-skip-tls-verify: yes}\n"
     )
-    kube._check_kubeconfig(str(tmp_path / "kc"))  # client-go reads YAML 1.1: yes is true
+    _config._check_kubeconfig(str(tmp_path / "kc"))  # client-go reads YAML 1.1: yes is true

@@ -3,9 +3,7 @@ an integer of 5,000 digits, a symlink loop) is one clear error, or read as the A
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -13,55 +11,67 @@ import pytest
 from reconciler.adapters import files, kube
 from reconciler.adapters.ci import github
 from reconciler.adapters.files import manifests, operator_contract
-from reconciler.adapters.kube import jsonstream, shapes
+from reconciler.adapters.kube import jsonstream
 from reconciler.core import fleet_page, history, os_tags, selectors
 from reconciler.core.selectors import Requirement
 from reconciler.errors import GpudrvError
+from tests.unit.fake_kube import HOST, always
+from tests.unit.fake_kube import gateway as faked
 
-HOST = "https://127.0.0.1:6443"
 LONG = "9" * 5000  # int() refuses a text of more than 4,300 digits (a ValueError)
 
 
-def answer(data: bytes) -> Any:
-    return SimpleNamespace(data=data)
+def gateway(answer: Any) -> kube.Gateway:
+    return faked(always(answer))[0]
 
 
-def gateway() -> kube.Gateway:
-    return kube.Gateway(None, HOST)
-
-
-# --- lists read whole: whoever reads an answer with items gets a list of named objects -------------------
+# --- lists: whoever reads a list gets a list of named objects of the resource's shape ------------------
 
 
 @pytest.mark.parametrize(
     ("document", "message"),
     [
-        ({"items": "x"}, "sent a list the API never sends: items is the string 'x', not a list"),
-        ({"items": 5}, "sent a list the API never sends: items is the number 5, not a list"),
-        ({"items": {"a": 1}}, "sent a list the API never sends: items is an object, not a list"),
-        ({"items": [7]}, "sent a list the API never sends: items[0] is the number 7, not an object"),
-        ({"items": [{"metadata": "x"}]}, "sent a list the API never sends: items[0].metadata is the string"),
-        ({"items": [{"metadata": {}}]}, "sent a list the API never sends: items[0].metadata.name is missing"),
+        (
+            {"items": "x"},
+            "sent a ClusterPolicy list the API never sends: items is the string 'x', not a list",
+        ),
+        ({"items": 5}, "sent a ClusterPolicy list the API never sends: items is the number 5, not a list"),
+        (
+            {"items": {"a": 1}},
+            "sent a ClusterPolicy list the API never sends: items is an object, not a list",
+        ),
+        (
+            {"items": [7]},
+            "sent a ClusterPolicy list the API never sends: items[0] is the number 7, not an object",
+        ),
+        (
+            {"items": [{"metadata": "x"}]},
+            "sent a ClusterPolicy list the API never sends: items[0].metadata is the string",
+        ),
+        (
+            {"items": [{"metadata": {}}]},
+            "sent a ClusterPolicy list the API never sends: items[0].metadata.name is missing",
+        ),
     ],
 )
-def test_a_list_read_whole_of_the_wrong_shape_is_one_error(document: object, message: str) -> None:
+def test_a_list_of_the_wrong_shape_is_one_error(document: object, message: str) -> None:
     with pytest.raises(GpudrvError) as caught:
-        gateway().read(lambda: answer(json.dumps(document).encode()))
+        list(gateway(document).pages(kube.CLUSTER_POLICIES))
     assert str(caught.value).startswith(f"the cluster at {HOST} ")
     assert message in str(caught.value)
 
 
-def test_a_list_read_whole_of_the_right_shape_and_an_object_pass() -> None:
+def test_a_list_of_the_right_shape_and_an_object_pass() -> None:
     listed = {"items": [{"metadata": {"name": "a"}}], "metadata": {}}
-    assert gateway().read(lambda: answer(json.dumps(listed).encode())) == listed
-    assert gateway().read(lambda: answer(b'{"items": null, "kind": "NodeList"}'))["kind"] == "NodeList"
-    assert gateway().read(lambda: answer(b'{"metadata": {"name": "n"}}')) == {"metadata": {"name": "n"}}
+    assert list(gateway(listed).pages(kube.CLUSTER_POLICIES)) == listed["items"]
+    assert list(gateway(b'{"items": null, "kind": "NodeList"}').pages(kube.NODES)) == []
+    assert gateway(b'{"metadata": {"name": "n"}}').get(kube.NODES, "n") == {"metadata": {"name": "n"}}
 
 
 def test_events_of_the_wrong_shape_are_one_error() -> None:
     document = {"items": [{"metadata": {"name": "e"}, "involvedObject": "node-1"}], "metadata": {}}
     with pytest.raises(GpudrvError, match=r"sent an Event list .*items\[0\]\.involvedObject is the string"):
-        list(gateway().items(lambda: answer(json.dumps(document).encode()), shapes.EVENT))
+        list(gateway(document).items(kube.EVENTS))
 
 
 # --- numbers longer than int() reads --------------------------------------------------------------------
@@ -70,7 +80,7 @@ def test_events_of_the_wrong_shape_are_one_error() -> None:
 def test_a_number_of_5000_digits_in_an_answer_is_one_error() -> None:
     data = f'{{"items": [], "metadata": {{"resourceVersion": {LONG}}}}}'.encode()
     with pytest.raises(GpudrvError, match=r"not JSON: a number of more than 4,300 digits$"):
-        gateway().read(lambda: answer(data))
+        gateway(data).get(kube.NODES, "n")
     with pytest.raises(jsonstream.StreamError, match="a number of more than 4,300 digits"):
         list(jsonstream.ListStream([f'{{"items": [{{"n": {LONG}}}]}}'.encode()]))
 

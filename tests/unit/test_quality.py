@@ -137,3 +137,55 @@ def test_no_import_renames_a_module_or_a_name() -> None:
         if alias.asname is not None and alias.asname != alias.name.split(".")[-1]
     ]
     assert renamed == []
+
+
+# --- one way to the Kubernetes API -----------------------------------------------------------------------
+
+RESOURCE_TABLE = REPO / "reconciler" / "adapters" / "kube" / "_resources.py"
+# A hand-written API path: "/api..., '/api..., f"/api..., rb'/apis... (any string that starts with one).
+API_PATH = re.compile(r"""(?<!\w)[rbfuRBFU]{0,2}["']/apis?(?!\w)""")
+GENERATED = re.compile(r"_with_http_info|^\w+V\d\w*Api$|^CustomObjectsApi$")
+
+
+def _api_paths(text: str) -> list[str]:
+    return [match.group() for match in API_PATH.finditer(text)] + re.findall(r"\w*_with_http_info", text)
+
+
+def _generated_names(tree: ast.AST) -> set[str]:
+    """Names of the client's generated API classes and methods the code uses (docstrings aside)."""
+    names = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    names |= {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+    names |= {
+        alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
+    return {name for name in names if GENERATED.search(name)}
+
+
+def test_the_detectors_find_what_they_look_for() -> None:
+    found = _api_paths("a = \"/api/v1/nodes\"; b = f'/apis/{g}'; c = x.list_node_with_http_info()")
+    assert found == ['"/api', "f'/apis", "list_node_with_http_info"]
+    assert _api_paths('"/apiary" "/healthz" "apiVersion"') == []
+    tree = ast.parse("from kubernetes.client import CoreV1Api\nCoreV1Api(c).read_node_with_http_info()")
+    assert _generated_names(tree) == {"CoreV1Api", "read_node_with_http_info"}
+
+
+def test_api_paths_are_built_in_the_resource_table_only() -> None:
+    """Every request names a resource of kube/_resources.py; nothing else spells a path of the API, or
+    calls a generated API method."""
+    found = {
+        str(path.relative_to(REPO)): spelled
+        for path in sorted((REPO / "reconciler").rglob("*.py"))
+        if path != RESOURCE_TABLE and (spelled := _api_paths(path.read_text()))
+    }
+    assert found == {}
+    assert _api_paths(RESOURCE_TABLE.read_text())  # the table is where they are
+
+
+def test_no_generated_api_class_anywhere() -> None:
+    """The kubernetes package serves the ApiClient and the config loaders, never its generated APIs."""
+    used = {
+        str(path.relative_to(REPO)): names
+        for path in sorted((REPO / "reconciler").rglob("*.py"))
+        if (names := _generated_names(ast.parse(path.read_text())))
+    }
+    assert used == {}

@@ -11,60 +11,39 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from reconciler.adapters import kube
-from reconciler.adapters.cluster import events, lease, node_watch
+from reconciler.adapters.cluster import events, fleet, lease, node_watch
 from reconciler.adapters.git import sync
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.adapters.serving import metrics
 from reconciler.core.election import Record, Timing
 from reconciler.errors import GpudrvError
-
-HOST = "https://127.0.0.1:6443"
-
+from tests.unit.fake_kube import HOST, Call, Lines, refused
+from tests.unit.fake_kube import gateway as faked
 
 # --- the watch ------------------------------------------------------------------------------------
 
 
-class Response:
-    """A streamed HTTP answer: the watch's lines, cut in awkward chunks."""
-
-    def __init__(self, events: list[dict[str, Any]]) -> None:
-        text = "".join(json.dumps(event) + "\n" for event in events).encode()
-        self.chunks = [text[i : i + 7] for i in range(0, len(text), 7)]
-
-    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
-        yield from self.chunks
-
-    def close(self) -> None:
-        pass
-
-
 def node_doc(name: str, version: str, **labels: str) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": version,
-                         "labels": {"nvidia.com/gpu.present": "true", **labels}}}  # fmt: skip
+    return {"kind": "PartialObjectMetadata", "metadata": {"name": name, "resourceVersion": version,
+            "labels": {"nvidia.com/gpu.present": "true", **labels}}}  # fmt: skip
 
 
-class FakeCore:
-    """list_node_with_http_info: pages for lists, scripted streams for watches."""
+class Script:
+    """The node list's pages and the watches' streams, in order; then 500s."""
 
-    def __init__(self, script: list[Any]) -> None:
-        self.script = script
-        self.calls: list[dict[str, Any]] = []
+    def __init__(self, steps: list[Any]) -> None:
+        self.steps = steps
 
-    def list_node_with_http_info(self, **kwargs: Any) -> Any:
-        self.calls.append(kwargs)
-        step = self.script.pop(0) if self.script else ApiException(status=500, reason="script over")
+    def __call__(self, call: Call) -> Any:
+        step = self.steps.pop(0) if self.steps else refused(500, "script over")
         if isinstance(step, Exception):
-            raise step
-        if kwargs.get("watch"):
-            return Response(step)
-        return SimpleNamespace(data=json.dumps(step).encode())
+            return step
+        return Lines.of(step) if call.query.get("watch") else step
 
 
 def listing(version: str, *names: str) -> dict[str, Any]:
@@ -72,7 +51,7 @@ def listing(version: str, *names: str) -> dict[str, Any]:
 
 
 def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
-    core = FakeCore([
+    gateway, fake = faked(Script([
         listing("10", "a", "b"),
         [
             {"type": "ADDED", "object": node_doc("c", "11")},
@@ -82,9 +61,7 @@ def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
         ],
         [{"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}],
         listing("30", "a", "c"),
-    ])  # fmt: skip
-    gateway = kube.Gateway(None, HOST)
-    gateway.core = lambda: core  # type: ignore[method-assign]
+    ]))  # fmt: skip
     posted: queue.Queue[Any] = queue.Queue()
     restarts: list[str] = []
     watcher = node_watch.NodeWatch(gateway, posted.put, restarts.append, streams=gateway).start()
@@ -94,20 +71,33 @@ def test_list_then_watch_from_its_version_and_relist_on_410() -> None:
     assert [node.name for node in seen[0].nodes] == ["a", "b"] and seen[0].version == "10"
     assert seen[2].node.labels["extra"] == "1" and seen[3].name == "b"
     assert [node.name for node in seen[4].nodes] == ["a", "c"]
-    watches = [call for call in core.calls if call.get("watch")]
-    assert watches[0]["resource_version"] == "10" and watches[1]["resource_version"] == "17"
-    assert watches[0]["allow_watch_bookmarks"] is True
-    assert "PartialObjectMetadata" in watches[0]["_headers"]["Accept"]
+    lists = [call for call in fake.calls if not call.query.get("watch")]
+    watches = [call for call in fake.calls if call.query.get("watch")]
+    assert lists[0].path == "/api/v1/nodes" and "PartialObjectMetadataList" in lists[0].accept
+    assert lists[0].query == {"labelSelector": "nvidia.com/gpu.present=true", "limit": "500"}
+    assert watches[0].query["resourceVersion"] == "10" and watches[1].query["resourceVersion"] == "17"
+    assert watches[0].query["allowWatchBookmarks"] is True
+    assert "PartialObjectMetadata;" in watches[0].accept
+    seconds = int(watches[0].query["timeoutSeconds"])
+    assert watches[0].timeout == (5, seconds + node_watch.WATCH_SLACK)
     assert restarts[0] == "gone"
+
+
+def test_the_watch_lists_every_page_through_the_one_paging_loop() -> None:
+    first = {**listing("10", "a"), "metadata": {"resourceVersion": "10", "continue": "more"}}
+    gateway, fake = faked(Script([first, listing("10", "b"), []]))
+    posted: queue.Queue[Any] = queue.Queue()
+    watcher = node_watch.NodeWatch(gateway, posted.put, streams=gateway).start()
+    listed = posted.get(timeout=5)
+    watcher.stop()
+    assert [node.name for node in listed.nodes] == ["a", "b"] and listed.version == "10"
+    assert fake.calls[1].query["continue"] == "more"
 
 
 def test_errors_back_off_and_the_watch_keeps_trying(monkeypatch: pytest.MonkeyPatch) -> None:
     delays: list[float] = []
     monkeypatch.setattr(node_watch, "backoff", lambda failures, **_: delays.append(failures) or 0.0)
-    core = FakeCore([ApiException(status=500, reason="boom"), ApiException(status=503, reason="busy"),
-                     listing("5", "a")])  # fmt: skip
-    gateway = kube.Gateway(None, HOST)
-    gateway.core = lambda: core  # type: ignore[method-assign]
+    gateway, _ = faked(Script([refused(500, "boom"), refused(503, "busy"), listing("5", "a")]))
     posted: queue.Queue[Any] = queue.Queue()
     watcher = node_watch.NodeWatch(gateway, posted.put, streams=gateway).start()
     assert isinstance(posted.get(timeout=5), node_watch.Listed)
@@ -119,34 +109,31 @@ def test_errors_back_off_and_the_watch_keeps_trying(monkeypatch: pytest.MonkeyPa
 
 
 class EventApi:
-    """create/read/patch of core/v1 events in one namespace, in memory."""
+    """create/read/patch of core/v1 events in one namespace, in memory, through the fake transport."""
 
     def __init__(self) -> None:
         self.objects: dict[str, dict[str, Any]] = {}
         self.patches: list[dict[str, Any]] = []
 
-    def create_namespaced_event_with_http_info(self, namespace: str, body: dict[str, Any], **_: Any) -> Any:
-        name = body["metadata"]["name"]
-        if name in self.objects:
-            raise ApiException(status=409, reason="AlreadyExists")
-        self.objects[name] = json.loads(json.dumps(body))
-        return SimpleNamespace(data=b"{}")
-
-    def read_namespaced_event_with_http_info(self, name: str, namespace: str, **_: Any) -> Any:
-        if name not in self.objects:
-            raise ApiException(status=404, reason="NotFound")
-        return SimpleNamespace(data=json.dumps(self.objects[name]).encode())
-
-    def patch_namespaced_event_with_http_info(self, name: str, namespace: str, body: Any, **_: Any) -> Any:
-        self.patches.append(body)
-        self.objects[name].update(body)
-        return SimpleNamespace(data=b"{}")
+    def __call__(self, call: Call) -> Any:
+        assert call.path.startswith("/api/v1/namespaces/default/events")
+        if call.method == "POST":
+            name = call.body["metadata"]["name"]
+            if name in self.objects:
+                return refused(409, "AlreadyExists")
+            self.objects[name] = json.loads(json.dumps(call.body))
+            return {}
+        name = call.path.rsplit("/", 1)[1]
+        if call.method == "GET":
+            return self.objects[name] if name in self.objects else refused(404, "NotFound")
+        assert call.method == "PATCH" and call.content_type == "application/merge-patch+json"
+        self.patches.append(call.body)
+        self.objects[name].update(call.body)
+        return {}
 
 
 def sink(api: EventApi, refresh: float = 1800) -> events.EventSink:
-    gateway = kube.Gateway(None, HOST)
-    gateway.core = lambda: api  # type: ignore[method-assign]
-    return events.EventSink(gateway, refresh)
+    return events.EventSink(faked(api)[0], refresh)
 
 
 def test_one_problem_is_one_event_counted_again_only_when_asked_or_stale() -> None:
@@ -166,6 +153,38 @@ def test_one_problem_is_one_event_counted_again_only_when_asked_or_stale() -> No
     assert api.objects[name]["count"] == 3
 
 
+def test_the_upgrade_and_the_reconcile_loop_write_one_kind_of_node_event(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """One builder (events.node_event): the same fields, only the component (and the name) differ."""
+    monkeypatch.setattr(events, "now", lambda: "2026-01-02T03:04:05Z")
+    api = EventApi()
+    writer = sink(api)
+    writer.host = "host-1"
+    writer.write(events.NodeEvent("node-1", "DriverImageMissing", "m", key="t1"))
+    monkeypatch.setattr(fleet.socket, "gethostname", lambda: "host-1")
+    fleet.Fleet(faked(api)[0]).event("node-1", "DriverImageMissing", "m", warning=True, name="by-fleet")
+    from_sink, from_fleet = api.objects.values()
+    assert from_fleet["metadata"] == {"name": "by-fleet", "namespace": "default"}
+    assert (
+        from_sink["source"]["component"] == "gpudrv-reconcile"
+        and from_fleet["source"]["component"] == "gpudrv"
+    )
+    same = {"metadata", "source", "reportingComponent"}
+    assert {k: v for k, v in from_sink.items() if k not in same} == {
+        k: v for k, v in from_fleet.items() if k not in same
+    }
+    assert from_fleet["involvedObject"] == {
+        "kind": "Node",
+        "name": "node-1",
+        "uid": "node-1",
+        "apiVersion": "v1",
+    }
+    assert (
+        from_fleet["firstTimestamp"] == "2026-01-02T03:04:05Z" and from_fleet["reportingInstance"] == "host-1"
+    )
+
+
 def test_event_names_are_valid_and_stable() -> None:
     name = events.event_name("n" * 253, "DriverImageMissing", "tag")
     assert len(name) <= 253 and name == events.event_name("n" * 253, "DriverImageMissing", "tag")
@@ -175,9 +194,7 @@ def test_event_names_are_valid_and_stable() -> None:
 def test_the_sink_drops_rather_than_blocks_the_loop(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(events, "QUEUE_SIZE", 1)
     counted: list[tuple[str, str]] = []
-    writer = events.EventSink(
-        kube.Gateway(None, HOST), 1800, lambda reason, result: counted.append((reason, result))
-    )
+    writer = events.EventSink(faked()[0], 1800, lambda reason, result: counted.append((reason, result)))
     writer.post(events.NodeEvent("a", "R", "m", "k"))
     writer.post(events.NodeEvent("b", "R", "m", "k"))  # not started: the queue is full
     assert counted == [("R", "dropped")]
@@ -248,9 +265,7 @@ def test_one_of_two_leads_and_the_other_takes_over_within_the_lease() -> None:
 
 
 def test_lease_documents_round_trip() -> None:
-    gateway = kube.Gateway(None, HOST)
-    lock = lease.LeaseLock.__new__(lease.LeaseLock)
-    lock.gateway, lock.namespace, lock.name = gateway, "ns", "gpudrv-reconcile"
+    lock = lease.LeaseLock(faked()[0], "ns", "gpudrv-reconcile")
     from datetime import UTC, datetime
 
     record = Record(
@@ -350,13 +365,16 @@ def test_metrics_health_readiness_and_sync(tmp_path: Path) -> None:
         server.stop()
 
 
+NODE = {"kind": "Node", "metadata": {"name": "n"}}
+
+
 def test_a_stream_closed_from_another_thread_just_ends() -> None:
     class Blocking:
         def __init__(self) -> None:
             self.closed = threading.Event()
 
         def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
-            yield b'{"type":"ADDED","object":{}}\n'
+            yield json.dumps({"type": "ADDED", "object": NODE}).encode() + b"\n"
             self.closed.wait(5)
             raise OSError("socket closed")
 
@@ -364,14 +382,21 @@ def test_a_stream_closed_from_another_thread_just_ends() -> None:
             self.closed.set()
 
     response = Blocking()
-    stream = kube.Stream(kube.Gateway(None, HOST), lambda: response)
+    stream = faked(lambda call: response)[0].watch(
+        kube.NODES, {}, accept=kube.JSON, timeout=(5, 5), kinds=["Node"]
+    )
     got: list[Any] = []
     reader = threading.Thread(target=lambda: got.extend(stream))
     reader.start()
     time.sleep(0.1)
     stream.close()
     reader.join(5)
-    assert not reader.is_alive() and got == [{"type": "ADDED", "object": {}}]
+    assert not reader.is_alive() and got == [{"type": "ADDED", "object": NODE}]
+
+
+def watch(respond: Any) -> list[dict[str, Any]]:
+    stream = faked(respond)[0].watch(kube.NODES, {}, accept=kube.JSON, timeout=(5, 5), kinds=["Node"])
+    return list(stream)
 
 
 def test_a_broken_watch_is_unreachable_and_a_gone_status_is_gone() -> None:
@@ -381,17 +406,8 @@ def test_a_broken_watch_is_unreachable_and_a_gone_status_is_gone() -> None:
             yield b""
 
     with pytest.raises(kube.Unreachable, match="connection reset"):
-        list(kube.Stream(kube.Gateway(None, HOST), Broken))
-
-    def gone() -> Any:
-        raise ApiException(status=410, reason="Gone")
-
+        watch(lambda call: Broken())
     with pytest.raises(kube.Gone):
-        list(kube.Stream(kube.Gateway(None, HOST), gone))
+        watch(lambda call: refused(410, "Gone"))
     with pytest.raises(GpudrvError, match="not JSON"):
-        list(kube.Stream(kube.Gateway(None, HOST), lambda: Response.__new__(Bad)))
-
-
-class Bad(Response):
-    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
-        yield b"not json\n"
+        watch(lambda call: Lines([b"not json"]))

@@ -33,6 +33,7 @@ log = logging.getLogger("gpudrv.events")
 COMPONENT = "gpudrv-reconcile"
 MERGE_PATCH = "application/merge-patch+json"
 QUEUE_SIZE = 10_000
+CREATE_TRIES = 3  # an event that is there (409) and not there (404) this often is a server that lies
 
 
 @dataclass(frozen=True)
@@ -108,30 +109,28 @@ class EventSink:
     def write(self, event: NodeEvent) -> str:
         """Create the event, or count the existing one again: 'created', 'counted' or 'unchanged'."""
         name = event_name(event.node, event.reason, event.key)
-        core = self.gateway.core()
-        now = _now()
-        try:
-            self.gateway.write(
-                lambda: core.create_namespaced_event_with_http_info(
-                    EVENT_NAMESPACE, self._document(event, name, now), **kube.raw()
-                )
-            )
-            return "created"
-        except kube.Conflict:
-            pass
-        existing = self.gateway.read(
-            lambda: core.read_namespaced_event_with_http_info(name, EVENT_NAMESPACE, **kube.raw()),
-            missing_ok=True,
+        for _ in range(CREATE_TRIES):
+            moment = now()
+            try:
+                create(self.gateway, node_event(event, COMPONENT, self.host, moment, name))
+                return "created"
+            except kube.Conflict:
+                pass
+            existing = self.gateway.get(kube.EVENTS, name, EVENT_NAMESPACE, missing_ok=True)
+            if existing is not None:
+                return self._count(event, name, existing, moment)
+            # else it expired between the two requests: create it again
+        raise GpudrvError(
+            f"the cluster at {self.gateway.host} answered {CREATE_TRIES} times that event {name} exists "
+            "(409) and that it does not (404)"
         )
-        if existing is None:  # expired between the two requests
-            return self.write(event)
+
+    def _count(self, event: NodeEvent, name: str, existing: dict[str, Any], now: str) -> str:
         if not event.recount and not self._stale(existing):
             return "unchanged"
         patch = {"count": int(existing.get("count") or 1) + 1, "lastTimestamp": now, "message": event.message}
         self.gateway.write(
-            lambda: core.patch_namespaced_event_with_http_info(
-                name, EVENT_NAMESPACE, patch, _content_type=MERGE_PATCH, **kube.raw()
-            )
+            "PATCH", kube.EVENTS, namespace=EVENT_NAMESPACE, name=name, body=patch, content_type=MERGE_PATCH
         )
         return "counted"
 
@@ -141,27 +140,40 @@ class EventSink:
             written = datetime.fromisoformat(str(last))
         except ValueError:
             return True
+        if written.tzinfo is None:  # no offset: not what the API server writes; read it as UTC
+            written = written.replace(tzinfo=UTC)
         return (datetime.now(UTC) - written).total_seconds() >= self.refresh
 
-    def _document(self, event: NodeEvent, name: str, now: str) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {"name": name, "namespace": EVENT_NAMESPACE},
-            # uid: the node's name, as the kubelet writes it: `kubectl describe node` shows events whose
-            # uid is the node's uid or its name, and the name needs no read of the node.
-            "involvedObject": {"kind": "Node", "name": event.node, "uid": event.node, "apiVersion": "v1"},
-            "reason": event.reason,
-            "message": event.message[:1024],
-            "type": "Warning" if event.warning else "Normal",
-            "source": {"component": COMPONENT, "host": self.host},
-            "reportingComponent": COMPONENT,
-            "reportingInstance": self.host,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+
+def node_event(event: NodeEvent, component: str, host: str, now: str, name: str | None) -> dict[str, Any]:
+    """A Node Event as every writer of gpudrv's makes one (the reconcile loop's sink, the upgrade's
+    Fleet.event): named `name`, else named by the server after the node. `now` is now()'s."""
+    node = event.node
+    metadata = {"name": name} if name else {"generateName": f"{node}.gpudrv-"}
+    return {
+        "apiVersion": "v1",
+        "kind": "Event",
+        "metadata": {**metadata, "namespace": EVENT_NAMESPACE},
+        # uid: the node's name, as the kubelet writes it: `kubectl describe node` shows events whose
+        # uid is the node's uid or its name, and the name needs no read of the node.
+        "involvedObject": {"kind": "Node", "name": node, "uid": node, "apiVersion": "v1"},
+        "reason": event.reason,
+        "message": event.message[:1024],
+        "type": "Warning" if event.warning else "Normal",
+        "source": {"component": component, "host": host},
+        "reportingComponent": component,
+        "reportingInstance": host,
+        "firstTimestamp": now,
+        "lastTimestamp": now,
+        "count": 1,
+    }
 
 
-def _now() -> str:
+def create(gateway: kube.Gateway, document: dict[str, Any]) -> None:
+    """POST the event (kube.Conflict when one of its name exists)."""
+    gateway.write("POST", kube.EVENTS, namespace=EVENT_NAMESPACE, body=document, content_type=kube.JSON)
+
+
+def now() -> str:
+    """The API's Time, to the second, as the events' timestamps are written."""
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -1,6 +1,6 @@
 """Reads and writes an upgrade needs: GPU nodes, pods on nodes, PDBs, evictions, patches, events.
 
-Everything goes through the gateway (kube.py): it sends the requests, parses the JSON and maps
+Everything goes through the gateway (adapters.kube): it sends the requests, parses the JSON and maps
 HTTP errors; request bodies are plain dicts. Reads of the whole fleet are a constant number of
 requests whatever its size: one metadata-only node list plus the names of the cordoned nodes, one
 pod list for any number of nodes (docs/scale.md).
@@ -15,13 +15,11 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.adapters.cluster import GPU_SELECTOR, NODES, Cluster, label_selector
-from reconciler.adapters.kube import raw, shapes
+from reconciler.adapters.cluster import GPU_SELECTOR, Cluster, events, label_selector
 from reconciler.core import budget, reads
 from reconciler.core.budget import Role
 from reconciler.core.executor import DRIVER_APP, StepFailed
@@ -31,9 +29,6 @@ from reconciler.core.upgrade import LiveNode
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FIELD_MANAGER = "gpudrv"
-EVENT_NAMESPACE = "default"  # Node events live in the default namespace, as the kubelet's do
-PODS = "/api/v1/pods"
-BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 CONFLICT_RETRIES = 10  # a node write that lost this many races in a row gives up
 REVISION_HASH_LABEL = "controller-revision-hash"  # the DaemonSet controller's label on its pods
 
@@ -81,18 +76,13 @@ class Fleet:
 
     def node(self, name: str) -> tuple[LiveNode, str] | None:
         """The node and its resourceVersion, or None if there is no such node."""
-        document = self.gateway.read(
-            lambda: self.gateway.request("GET", f"{NODES}/{kube.segment(name)}"),
-            missing_ok=True,
-            shape=shapes.NODE,
-        )
+        document = self.gateway.get(kube.NODES, name, missing_ok=True)
         if document is None:
             return None
         return kube.live_node(document), str(document["metadata"].get("resourceVersion") or "")
 
     def pods_on(self, node: str) -> list[budget.Pod]:
-        query = {"fieldSelector": f"spec.nodeName={node}"}
-        items = self.gateway.items(lambda: self.gateway.request("GET", PODS, query), shapes.POD)
+        items = self.gateway.items(kube.PODS, query={"fieldSelector": f"spec.nodeName={node}"})
         return [kube.pod(item) for item in items]
 
     def pods_on_nodes(self, nodes: Collection[str]) -> dict[str, list[budget.Pod]]:
@@ -101,14 +91,14 @@ class Fleet:
         found: dict[str, list[budget.Pod]] = {name: [] for name in nodes}
         if not found:
             return found
-        for item in self.gateway.items(lambda: self.gateway.request("GET", PODS), shapes.POD):
+        for item in self.gateway.items(kube.PODS):
             on = (item.get("spec") or {}).get("nodeName")
             if on in found:
                 found[on].append(kube.pod(item))
         return found
 
     def budgets(self) -> list[budget.Budget]:
-        items = self.gateway.items(lambda: self.gateway.request("GET", BUDGETS), shapes.BUDGET)
+        items = self.gateway.items(kube.BUDGETS)
         return [kube.disruption_budget(item) for item in items]
 
     # --- writes ----------------------------------------------------------------------------------
@@ -188,15 +178,9 @@ class Fleet:
         operator does at pod-restart-required (k8s-operator-libs upgrade_state.go ProcessPodRestartNodes):
         its controller-revision-hash is not its DaemonSet's newest ControllerRevision's, or it has no
         DaemonSet at all (orphaned). Pods already terminating are left to go."""
-        core = self.gateway.core()
-        items = list(  # whole, before the requests below: a streamed list would stay open under them
-            self.gateway.items(
-                lambda: core.list_pod_for_all_namespaces_with_http_info(
-                    field_selector=f"spec.nodeName={node}", label_selector=f"app={DRIVER_APP}", **raw()
-                ),
-                shapes.POD,
-            )
-        )
+        query = {"fieldSelector": f"spec.nodeName={node}", "labelSelector": f"app={DRIVER_APP}"}
+        # Whole, before the requests below: a streamed list would stay open under them.
+        items = list(self.gateway.items(kube.PODS, query=query))
         deleted = []
         revisions: dict[tuple[str, str], str | None] = {}
         for item in items:
@@ -219,11 +203,7 @@ class Fleet:
     def _newest_revision(self, namespace: str, daemonset: str) -> str | None:
         """The hash of the DaemonSet's newest ControllerRevision (the libs'
         GetDaemonsetControllerRevisionHash: the revision's name without the DaemonSet's name)."""
-        apps = self.gateway.apps()
-        items = self.gateway.items(
-            lambda: apps.list_namespaced_controller_revision_with_http_info(namespace, **raw()),
-            shapes.CUSTOM,
-        )
+        items = self.gateway.items(kube.CONTROLLER_REVISIONS, namespace)
         owned = [
             item
             for item in items
@@ -236,8 +216,7 @@ class Fleet:
         return str(newest["metadata"]["name"]).removeprefix(f"{daemonset}-")
 
     def _patch(self, name: str, body: dict[str, Any]) -> None:
-        path = f"{NODES}/{kube.segment(name)}"
-        self.gateway.write(lambda: self.gateway.request("PATCH", path, body=body, content_type=MERGE_PATCH))
+        self.gateway.write("PATCH", kube.NODES, name=name, body=body, content_type=MERGE_PATCH)
 
     def evict(self, target: budget.Pod) -> Eviction:
         body = {
@@ -245,9 +224,16 @@ class Fleet:
             "kind": "Eviction",
             "metadata": {"name": target.name, "namespace": target.namespace},
         }
-        path = f"{_pod_path(target)}/eviction"
         try:
-            self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
+            self.gateway.write(
+                "POST",
+                kube.PODS,
+                namespace=target.namespace,
+                name=target.name,
+                subresource="eviction",
+                body=body,
+                content_type=kube.JSON,
+            )
         except kube.NotFound:
             return Eviction(EvictionOutcome.GONE)
         except kube.ApiError as exc:
@@ -257,9 +243,8 @@ class Fleet:
         return Eviction(EvictionOutcome.EVICTED)
 
     def delete_pod(self, target: budget.Pod) -> None:
-        path = _pod_path(target)
         with contextlib.suppress(kube.NotFound):  # already gone: what we wanted
-            self.gateway.write(lambda: self.gateway.request("DELETE", path))
+            self.gateway.write("DELETE", kube.PODS, namespace=target.namespace, name=target.name)
 
     def apply_budget(self, namespace: str, name: str, spec: Mapping[str, Any]) -> None:
         """Server-side apply as field manager gpudrv, forcing conflicts: git is the source of truth."""
@@ -269,11 +254,15 @@ class Fleet:
             "metadata": {"name": name, "namespace": namespace},
             "spec": dict(spec),
         }
-        path = f"/apis/policy/v1/namespaces/{kube.segment(namespace)}/poddisruptionbudgets/"
-        path += kube.segment(name)
         query: dict[str, str | bool | None] = {"fieldManager": FIELD_MANAGER, "force": True}
         self.gateway.write(
-            lambda: self.gateway.request("PATCH", path, query, body=manifest, content_type=APPLY_PATCH)
+            "PATCH",
+            kube.BUDGETS,
+            namespace=namespace,
+            name=name,
+            query=query,
+            body=manifest,
+            content_type=APPLY_PATCH,
         )
 
     def event(
@@ -281,28 +270,10 @@ class Fleet:
     ) -> None:
         """A Node event, so `kubectl describe node` and `kubectl get events` show what gpudrv did.
         With `name`, sent again after a lost answer it is not a second event (409: it exists)."""
-        now = datetime.now(UTC)
-        metadata = {"name": name} if name else {"generateName": f"{node}.gpudrv-"}
-        body = {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {**metadata, "namespace": EVENT_NAMESPACE},
-            "involvedObject": {"kind": "Node", "name": node, "apiVersion": "v1"},
-            "reason": reason,
-            "message": message[:1024],
-            "type": "Warning" if warning else "Normal",
-            "source": {"component": FIELD_MANAGER, "host": socket.gethostname()},
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
-        path = f"/api/v1/namespaces/{EVENT_NAMESPACE}/events"
+        event = events.NodeEvent(node, reason, message, key="", warning=warning)
+        document = events.node_event(event, FIELD_MANAGER, socket.gethostname(), events.now(), name)
         with contextlib.suppress(kube.Conflict):  # already there: this very event, sent before
-            self.gateway.write(lambda: self.gateway.request("POST", path, body=body, content_type=kube.JSON))
-
-
-def _pod_path(target: budget.Pod) -> str:
-    return f"/api/v1/namespaces/{kube.segment(target.namespace)}/pods/{kube.segment(target.name)}"
+            events.create(self.gateway, document)
 
 
 def _patch_body(

@@ -28,33 +28,17 @@ class LeaseLock:
 
     def __init__(self, gateway: kube.Gateway, namespace: str, name: str) -> None:
         self.gateway, self.namespace, self.name = gateway, namespace, name
-        self.api = kube.coordination(gateway)
 
     def get(self) -> Record | None:
-        document = self.gateway.read(
-            lambda: self.api.read_namespaced_lease_with_http_info(self.name, self.namespace, **kube.raw()),
-            missing_ok=True,
-        )
+        document = self.gateway.get(kube.LEASES, self.name, self.namespace, missing_ok=True)
         return None if document is None else record(document)
 
     def create(self, wanted: Record) -> Record:
-        body = self._document(wanted)
-        return record(
-            self.gateway.read(
-                lambda: self.api.create_namespaced_lease_with_http_info(self.namespace, body, **kube.raw())
-            )
-        )
+        return record(self.gateway.create(kube.LEASES, self._document(wanted), self.namespace))
 
     def update(self, wanted: Record) -> Record:
         """Only if the Lease is still at `wanted.version`: else kube.Conflict."""
-        body = self._document(wanted)
-        return record(
-            self.gateway.read(
-                lambda: self.api.replace_namespaced_lease_with_http_info(
-                    self.name, self.namespace, body, **kube.raw()
-                )
-            )
-        )
+        return record(self.gateway.replace(kube.LEASES, self.name, self._document(wanted), self.namespace))
 
     def _document(self, wanted: Record) -> dict[str, Any]:
         metadata: dict[str, Any] = {"name": self.name, "namespace": self.namespace}

@@ -1,6 +1,6 @@
 """GPU nodes as they change: a list, then a watch from the list's resourceVersion, in a thread.
 
-Metadata only (PartialObjectMetadata), as the bulk reads in cluster.py: labels are all an audit needs.
+Metadata only (PartialObjectMetadata), as the bulk reads of cluster.Cluster: labels are all an audit needs.
 The watch's label selector makes a node that gains `nvidia.com/gpu.present=true` arrive as ADDED and one
 that loses it leave as DELETED. A watch the server ends (its timeout) resumes from the last
 resourceVersion seen, bookmarks included; 410 Gone lists again; any other error waits a bounded,
@@ -16,7 +16,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 
 from reconciler.adapters import kube
@@ -30,6 +29,9 @@ log = logging.getLogger("gpudrv.watch")
 SELECTOR = f"{GPU_PRESENT}=true"
 WATCH_SECONDS = (240, 300)  # the server ends each watch after a random time in this range
 BACKOFF_CAP = 30.0
+WATCH_SLACK = 30  # seconds past its timeoutSeconds that a silent watch is given before it counts as broken
+# What a watch of nodes carries: PartialObjectMetadata (metadata only, as asked), or a whole Node.
+KINDS = ("PartialObjectMetadata", "Node")
 
 
 @dataclass(frozen=True)
@@ -119,57 +121,36 @@ class NodeWatch:
         self.stopping.wait(delay)
 
     def _list(self) -> str:
-        core = self.gateway.core()
-        nodes: list[Node] = []
-        token: str | None = None
-        version = ""
-        while True:
-            page = self.gateway.read(partial(self._page, core, token))
-            nodes.extend(kube.node(item) for item in page.get("items") or [])
-            metadata = page.get("metadata") or {}
-            version = version or str(metadata.get("resourceVersion", ""))
-            token = metadata.get("continue")
-            if not token:
-                break
-        self.post(Listed(nodes, version))
-        return version
-
-    def _page(self, core: Any, token: str | None) -> Any:
-        return core.list_node_with_http_info(
-            label_selector=self.selector,
-            limit=kube.PAGE_SIZE,
-            _continue=token,
-            **kube.raw(_headers={"Accept": METADATA_LIST}),
-        )
+        listing = self.gateway.pages(kube.NODES, query={"labelSelector": self.selector}, accept=METADATA_LIST)
+        nodes = [kube.node(item) for item in listing]
+        self.post(Listed(nodes, listing.version))
+        return listing.version
 
     def _watch(self, version: str) -> tuple[str, bool]:
         """Events until the server ends the watch; the last resourceVersion, and whether any came."""
-        core = self.streams.core()
         seconds = random.randint(*WATCH_SECONDS)
-        self.stream = kube.Stream(
-            self.streams,
-            lambda: core.list_node_with_http_info(
-                label_selector=self.selector,
-                watch=True,
-                resource_version=version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=seconds,
-                **kube.raw(_request_timeout=(5, seconds + 30), _headers={"Accept": METADATA_ONE}),
-            ),
+        query: dict[str, str | bool | None] = {
+            "allowWatchBookmarks": True,
+            "labelSelector": self.selector,
+            "resourceVersion": version,
+            "timeoutSeconds": str(seconds),
+        }
+        self.stream = self.streams.watch(
+            kube.NODES, query, accept=METADATA_ONE, timeout=(5, seconds + WATCH_SLACK), kinds=KINDS
         )
         seen = False
         for event in self.stream:
             if self.stopping.is_set():
                 break
             seen = True
-            kind, document = event.get("type"), event.get("object") or {}
+            kind, document = event["type"], event["object"]
             version = _version(document) or version
             if kind == "BOOKMARK":
                 continue
             node = kube.node(document)
             if kind == "DELETED":
                 self.post(Deleted(node.name))
-            elif kind in ("ADDED", "MODIFIED"):
+            else:  # ADDED or MODIFIED: the stream lets no other through
                 self.post(Changed(node, time.time()))
         return version, seen
 

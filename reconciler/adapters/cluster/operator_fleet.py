@@ -8,7 +8,6 @@ from typing import Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster.fleet import APPLY_PATCH, FIELD_MANAGER
-from reconciler.adapters.kube import shapes
 from reconciler.core import operator
 from reconciler.core.budget import Pod
 from reconciler.core.operator import DriverResource, Kind, Mode
@@ -48,11 +47,7 @@ def driver_pods(gateway: kube.Gateway, mode: Mode = Mode.CLUSTER_POLICY) -> dict
 def driver_daemonsets(gateway: kube.Gateway) -> dict[tuple[str, str], str]:
     """(namespace, DaemonSet) -> the NVIDIADriver that controls it (its controller reference, set by
     internal/state/driver.go's SetControllerReference)."""
-    query = {"labelSelector": NVIDIADRIVER_DRIVERS, "limit": str(kube.PAGE_SIZE)}
-    items = gateway.pages(
-        lambda token: gateway.request("GET", "/apis/apps/v1/daemonsets", {**query, "continue": token}),
-        shapes.CUSTOM,
-    )
+    items = gateway.pages(kube.DAEMONSETS, query={"labelSelector": NVIDIADRIVER_DRIVERS})
     found = {}
     for item in items:
         metadata = item.get("metadata") or {}
@@ -107,13 +102,7 @@ def validator_pods(gateway: kube.Gateway) -> dict[str, tuple[Pod, bool]]:
 
 
 def _pods(gateway: kube.Gateway, selector: str) -> list[dict[str, Any]]:
-    core = gateway.core()
-    return list(
-        gateway.items(
-            lambda: core.list_pod_for_all_namespaces_with_http_info(label_selector=selector, **kube.raw()),
-            shapes.POD,
-        )
-    )
+    return list(gateway.items(kube.PODS, query={"labelSelector": selector}))
 
 
 def _ready(item: Mapping[str, Any]) -> bool:
@@ -124,12 +113,8 @@ def _ready(item: Mapping[str, Any]) -> bool:
 def upgrade_events(gateway: kube.Gateway) -> dict[str, list[str]]:
     """The operator's upgrade events (reason GPUDriverUpgrade) per node, oldest first; its Warnings
     (why a step failed) after its Normal ones (each state it set), so the last says why."""
-    core = gateway.core()
     items = gateway.items(
-        lambda: core.list_event_for_all_namespaces_with_http_info(
-            field_selector=f"reason={EVENT_REASON},involvedObject.kind=Node", **kube.raw()
-        ),
-        shapes.EVENT,
+        kube.EVENTS, query={"fieldSelector": f"reason={EVENT_REASON},involvedObject.kind=Node"}
     )
     found: dict[str, list[tuple[bool, str, str]]] = {}
     for item in items:
@@ -145,11 +130,7 @@ def upgrade_events(gateway: kube.Gateway) -> dict[str, list[str]]:
 def live_document(gateway: kube.Gateway, kind: Kind, name: str) -> dict[str, Any] | None:
     """The driver resource as the cluster has it, managedFields included; None when it is absent
     (or its CRD is not installed)."""
-    path = f"/apis/{operator.API_VERSIONS[kind]}/{operator.PLURALS[kind]}/{kube.segment(name)}"
-    document: dict[str, Any] | None = gateway.read(
-        lambda: gateway.request("GET", path), missing_ok=True, shape=shapes.CUSTOM
-    )
-    return document
+    return gateway.get(kube.DRIVER_RESOURCES[kind], name, missing_ok=True)
 
 
 def apply_resource(gateway: kube.Gateway, item: DriverResource) -> None:
@@ -161,10 +142,10 @@ def apply_resource(gateway: kube.Gateway, item: DriverResource) -> None:
         "metadata": {"name": item.name},
         "spec": dict(item.spec),
     }
-    path = f"/apis/{operator.API_VERSIONS[item.kind]}/{operator.PLURALS[item.kind]}/{kube.segment(item.name)}"
     query = {"fieldManager": FIELD_MANAGER}
+    resource = kube.DRIVER_RESOURCES[item.kind]
     try:
-        gateway.write(lambda: gateway.request("PATCH", path, query, body=body, content_type=APPLY_PATCH))
+        gateway.write("PATCH", resource, name=item.name, query=query, body=body, content_type=APPLY_PATCH)
     except kube.Conflict as exc:
         raise GpudrvError(
             f"{item.ref}: the API server refused gpudrv's server-side apply ({exc.explanation()}); another "

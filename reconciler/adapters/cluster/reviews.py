@@ -12,9 +12,8 @@ from reconciler.core.access import Access, Answer, Report
 def whoami(gateway: kube.Gateway) -> str:
     """The user name the API server sees; '' if it cannot say (API older than 1.28)."""
     body = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
-    api = kube.authentication(gateway)
     try:
-        answer = gateway.read(lambda: api.create_self_subject_review_with_http_info(body, **kube.raw()))
+        answer = gateway.create(kube.SELF_SUBJECT_REVIEWS, body)
     except (kube.NotFound, kube.Forbidden):
         return ""
     return str(((answer.get("status") or {}).get("userInfo") or {}).get("username", ""))
@@ -26,8 +25,7 @@ def review(gateway: kube.Gateway, access: Access) -> Answer:
         "kind": "SelfSubjectAccessReview",
         "spec": {"resourceAttributes": access.attributes()},
     }
-    api = kube.authorization(gateway)
-    answer = gateway.read(lambda: api.create_self_subject_access_review_with_http_info(body, **kube.raw()))
+    answer = gateway.create(kube.SELF_SUBJECT_ACCESS_REVIEWS, body)
     status = answer.get("status") or {}
     return Answer(access, bool(status.get("allowed")), str(status.get("reason") or ""))
 

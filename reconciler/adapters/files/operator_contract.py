@@ -6,14 +6,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from functools import cache, partial
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import files, kube
+from reconciler.adapters import files
 from reconciler.adapters.files import manifests, positions
 from reconciler.adapters.files.config import HelmValues
-from reconciler.adapters.kube import shapes
 from reconciler.core import driver_images, operator, os_tags
 from reconciler.core.driver_images import FleetNote, Wants
 from reconciler.core.operator import Contract, DriverResource, Kind
@@ -209,147 +208,3 @@ def located(exc: operator.ContractError) -> GpudrvError:
     if not line.isdigit():
         return GpudrvError(exc.reason, file=exc.origin)
     return GpudrvError(exc.reason, file=file, line=int(line))
-
-
-# --- live: the custom objects API and the operator's Deployment ------------------------------------------
-
-OPERATOR_SELECTOR = "app.kubernetes.io/component=gpu-operator"  # the Helm chart's and OLM's pod label
-
-
-def live_resources(gateway: kube.Gateway) -> list[DriverResource]:
-    """Every ClusterPolicy and NVIDIADriver in the cluster; none when their CRDs are not installed."""
-    found: list[DriverResource] = []
-    for kind in Kind:
-        try:
-            items = list(gateway.pages(partial(_resource_page, gateway, kind), shapes.CUSTOM))
-        except kube.NotFound:
-            continue  # the CRD is not installed: no such resource
-        found.extend(_live_resource(kind, item) for item in items)
-    return found
-
-
-def _resource_page(gateway: kube.Gateway, kind: Kind, token: str | None) -> Any:
-    path = f"/apis/{operator.API_VERSIONS[kind]}/{operator.PLURALS[kind]}"
-    return gateway.request("GET", path, {"limit": str(kube.PAGE_SIZE), "continue": token})
-
-
-def _live_resource(kind: Kind, document: dict[str, Any]) -> DriverResource:
-    name = str((document.get("metadata") or {}).get("name", ""))
-    try:
-        return operator.resource({**document, "kind": str(kind)})
-    except operator.ResourceError as exc:
-        raise GpudrvError(f"{kind}/{name} in the cluster: {exc}") from None
-
-
-def live_operator_version(gateway: kube.Gateway) -> str | None:
-    """The release of the running GPU Operator: its Deployment's image tag; None when none runs."""
-    path = "/apis/apps/v1/deployments"
-    query = {"labelSelector": OPERATOR_SELECTOR, "limit": str(kube.PAGE_SIZE)}
-    try:
-        items = list(
-            gateway.pages(
-                lambda token: gateway.request("GET", path, {**query, "continue": token}),
-                shapes.DEPLOYMENT,
-            )
-        )
-    except kube.Forbidden as exc:
-        raise GpudrvError(
-            f"cannot read the GPU Operator's Deployment to learn its release ({exc.message}); "
-            "pass --operator-version or set operatorVersion in gpudrv.yaml"
-        ) from None
-    for item in items:
-        if (item.get("metadata") or {}).get("deletionTimestamp"):
-            continue  # an operator being removed no longer decides anything
-        containers = (((item.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
-            "containers"
-        ) or []
-        for container in containers:
-            image = str(container.get("image") or "")
-            tag = driver_images.tag_of(image.split("@", 1)[0])
-            if "gpu-operator" in image and tag:
-                return tag
-    return None
-
-
-def live_contract(gateway: kube.Gateway, operator_version: str | None) -> Contract:
-    """The contract of the live cluster, with the rule of the operator release that runs there (or
-    the one given); a running operator whose image tag is no release needs --operator-version."""
-    resources = live_resources(gateway)
-    version = operator_version
-    if version is None and resources:
-        version = live_operator_version(gateway)
-        if version is not None:
-            try:
-                rules().for_version(version)
-            except os_tags.RuleError as exc:
-                raise GpudrvError(
-                    f"the GPU Operator in the cluster at {gateway.host} runs image tag {version!r}: {exc}; "
-                    "pass --operator-version"
-                ) from None
-    rule, release = rule_for(version)
-    return checked(resources, rule, release)
-
-
-# --- who owns the upgrade state label ------------------------------------------------------------------
-
-# The operator's driver DaemonSets: app=nvidia-driver-daemonset (ClusterPolicy), and
-# app.kubernetes.io/component=nvidia-driver (NVIDIADriver) (controllers/upgrade_controller.go).
-DRIVER_DAEMONSET_SELECTORS = ("app=nvidia-driver-daemonset", "app.kubernetes.io/component=nvidia-driver")
-
-
-def operator_present(gateway: kube.Gateway) -> str | None:
-    """What shows that the GPU Operator's upgrade controller owns nvidia.com/gpu-driver-upgrade-state in
-    this cluster, in words (a ClusterPolicy, the operator's Deployment, a driver DaemonSet); None when
-    nothing does. Lab mode refuses to run beside it: two controllers must never drive one label."""
-    try:
-        return _policy_found(gateway) or _deployment_found(gateway) or _driver_daemonset_found(gateway)
-    except kube.Forbidden as exc:
-        raise GpudrvError(
-            f"cannot tell whether the GPU Operator runs in the cluster at {gateway.host} ({exc.message}); "
-            "lab mode needs to read ClusterPolicies, Deployments and DaemonSets first"
-        ) from None
-
-
-def _policy_found(gateway: kube.Gateway) -> str | None:
-    group, version = operator.API_VERSIONS[Kind.CLUSTER_POLICY].split("/")
-    try:
-        page = gateway.read(
-            lambda: gateway.custom().list_cluster_custom_object_with_http_info(
-                group, version, operator.PLURALS[Kind.CLUSTER_POLICY], limit=1, **kube.raw()
-            )
-        )
-    except kube.NotFound:
-        return None  # the CRD is not installed
-    items = page.get("items") or []
-    if not items:
-        return None
-    name = str((items[0].get("metadata") or {}).get("name", ""))
-    return f"ClusterPolicy {name}"
-
-
-def _deployment_found(gateway: kube.Gateway) -> str | None:
-    apps = gateway.apps()
-    items = gateway.items(
-        lambda: apps.list_deployment_for_all_namespaces_with_http_info(
-            label_selector=OPERATOR_SELECTOR, **kube.raw()
-        ),
-        shapes.DEPLOYMENT,
-    )
-    for item in items:
-        metadata = item.get("metadata") or {}
-        if not metadata.get("deletionTimestamp"):
-            return f"the GPU Operator's Deployment {metadata.get('namespace')}/{metadata.get('name')}"
-    return None
-
-
-def _driver_daemonset_found(gateway: kube.Gateway) -> str | None:
-    apps = gateway.apps()
-    for selector in DRIVER_DAEMONSET_SELECTORS:
-        request = partial(
-            apps.list_daemon_set_for_all_namespaces_with_http_info, label_selector=selector, **kube.raw()
-        )
-        first = next(iter(gateway.items(request, shapes.CUSTOM)), None)
-        if first is not None:
-            metadata = first.get("metadata") or {}
-            return f"driver DaemonSet {metadata.get('namespace')}/{metadata.get('name')} ({selector})"
-    return None

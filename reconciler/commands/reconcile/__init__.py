@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reconciler.adapters import git, kube
-from reconciler.adapters.cluster import Cluster, reviews
+from reconciler.adapters.cluster import Cluster, gpu_operator, reviews
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
 from reconciler.adapters.files import config, operator_contract
 from reconciler.adapters.git.sync import GitSync, Source
@@ -139,7 +139,7 @@ def once(settings: Settings, options: kube.Options) -> int:
     git.check_out(checkout, commit)
     snapshot = load_snapshot(checkout, commit, settings)
     gateway = kube.connect(options)
-    contract = operator_contract.live_contract(gateway, snapshot.operator_version)
+    contract = gpu_operator.live_contract(gateway, snapshot.operator_version)
     result = audit_wants(operator_contract.wants(contract, Cluster(gateway).gpu_nodes()), snapshot.tags)
     sink = EventSink(gateway, settings.event_refresh).start()
     where = f"{snapshot.matrix} at {commit[:12]}"

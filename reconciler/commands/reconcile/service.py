@@ -24,10 +24,10 @@ import time
 from types import FrameType
 
 from reconciler.adapters import git, kube
+from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
 from reconciler.adapters.cluster.lease import Elector, LeaseLock
 from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed, NodeWatch
-from reconciler.adapters.files import operator_contract
 from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.serving.apply_process import ApplyProcess
 from reconciler.adapters.serving.metrics import Metrics, Server
@@ -125,7 +125,7 @@ class LiveCluster:
 
     def contract(self, operator_version: str | None) -> Contract:
         try:
-            return operator_contract.live_contract(self.gateway, operator_version)
+            return gpu_operator.live_contract(self.gateway, operator_version)
         except (GpudrvError, kube.ApiError, kube.Unreachable) as exc:
             raise Unreadable(str(exc)) from exc
 

@@ -1,0 +1,98 @@
+"""The API server's refusals as typed errors: one per HTTP status a caller acts on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from reconciler.errors import GpudrvError
+
+NO_CLUSTER = "no cluster configured"
+
+
+class ApiError(GpudrvError):
+    """The API server refused a request; `detail` and `causes` are its own words."""
+
+    def __init__(
+        self, host: str, status: int, reason: str, detail: str, causes: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(f"the cluster at {host} answered {status} {reason}: {detail or 'no message'}")
+        self.status, self.reason, self.detail, self.causes = status, reason, detail, causes
+
+    def explanation(self) -> str:
+        """The server's message with its causes (an eviction names the budget there)."""
+        return " ".join([self.detail, *self.causes]).strip() or self.reason
+
+
+class NotFound(ApiError):
+    """404: no such object."""
+
+
+class Conflict(ApiError):
+    """409: a write lost a race, someone changed the object since we read it."""
+
+
+class TooManyRequests(ApiError):
+    """429: for an eviction, a disruption budget said no."""
+
+
+class Forbidden(ApiError):
+    """401 or 403: the credentials may not do this."""
+
+
+class Gone(ApiError):
+    """410: the resourceVersion a watch or list asked for is too old; list again."""
+
+
+class Unreachable(GpudrvError):
+    """No answer from the API server at all."""
+
+
+class NoCluster(GpudrvError):
+    """No kubeconfig and not in a pod: the CLI says what the command would have read (cli._no_cluster)."""
+
+
+class BadAnswer(Exception):
+    """An answer gpudrv will not read: too big, or too slow to arrive."""
+
+
+BY_STATUS: Mapping[int, type[ApiError]] = {
+    401: Forbidden,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    429: TooManyRequests,
+}
+
+
+def refusal(host: str, status: int, reason: str, body: Any) -> ApiError:
+    """The typed error of an answer outside 2xx: its status, reason and the metav1.Status it carries."""
+    try:
+        document = json.loads(body)
+    except (TypeError, ValueError, RecursionError):
+        document = {}
+    document = document if isinstance(document, dict) else {}
+    details = document.get("details")
+    details = details if isinstance(details, dict) else {}
+    causes = details.get("causes")
+    causes = tuple(
+        str(c["message"])
+        for c in (causes if isinstance(causes, list) else [])
+        if isinstance(c, dict) and c.get("message")
+    )
+    kind = BY_STATUS.get(status, ApiError)
+    return kind(host, status, first_line(str(reason)), str(document.get("message", "")).strip(), causes)
+
+
+def status_error(host: str, status: Mapping[str, Any]) -> ApiError:
+    """A watch's ERROR event carries a metav1.Status."""
+    code = status.get("code")
+    code = code if isinstance(code, int) and not isinstance(code, bool) else 0
+    kind = Gone if code == 410 else BY_STATUS.get(code, ApiError)
+    return kind(host, code, str(status.get("reason") or ""), str(status.get("message") or "").strip())
+
+
+def first_line(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else ""
