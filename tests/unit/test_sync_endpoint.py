@@ -179,3 +179,12 @@ def test_many_stuck_clients_do_not_starve_the_probes_and_are_cut_off(
         for raw in stuck:
             raw.close()
         running.server.stop()
+
+
+def test_a_secret_file_that_is_not_there_turns_its_way_off(tmp_path: Path) -> None:
+    (tmp_path / "token").write_bytes(b"t")
+    read = sync_endpoint.secret_files(tmp_path / "absent", tmp_path / "token")
+    assert read() == sync_endpoint.Secrets(webhook=None, token=b"t")
+    (tmp_path / "token").write_bytes(b"\n")
+    with pytest.raises(OSError, match="is empty"):
+        read()

@@ -1,7 +1,8 @@
 """`POST /sync`: a verified caller makes the loop fetch now (the rules: core/webhook.py).
 
 The secrets are files a Secret mounts (`--sync-secret-file`, `--sync-token-file`), read again on every
-request, so a rotated Secret takes effect without a restart. Without either, `/sync` is off and says so.
+request, so a rotated Secret takes effect without a restart. A file that is not there turns its way off
+(deploy/ mounts an optional Secret); without either way, `/sync` is off and says so.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def secret_files(webhook_file: Path | None, token_file: Path | None) -> Callable
     """Secrets read from their files at each call; an unreadable file is an error for that request."""
 
     def read(path: Path | None) -> bytes | None:
-        if path is None:
+        if path is None or not path.exists():
             return None
         value = path.read_bytes().strip()
         if not value:
