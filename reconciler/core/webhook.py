@@ -62,16 +62,18 @@ def verify(secrets: Secrets, headers: Mapping[str, str], body: bytes | None) -> 
         return _signed(secrets.webhook, signature, body)
     authorization = headers.get(AUTHORIZATION)
     if secrets.token and authorization is not None:
-        scheme, _, given = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not given.strip():
-            return False, "Authorization is not a bearer token"
-        if hmac.compare_digest(given.strip().encode(), secrets.token):
-            return True, "bearer token"
-        return False, "wrong bearer token"
-    wanted = " or ".join(
-        name for name, on in (("X-Hub-Signature-256", secrets.webhook), ("a bearer token", secrets.token)) if on
-    )
-    return False, f"no credentials: {wanted} required"
+        return _bearer(secrets.token, authorization)
+    ways = (("X-Hub-Signature-256", secrets.webhook), ("a bearer token", secrets.token))
+    return False, f"no credentials: {' or '.join(name for name, on in ways if on)} required"
+
+
+def _bearer(token: bytes, authorization: str) -> tuple[bool, str]:
+    scheme, _, given = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not given.strip():
+        return False, "Authorization is not a bearer token"
+    if hmac.compare_digest(given.strip().encode(), token):
+        return True, "bearer token"
+    return False, "wrong bearer token"
 
 
 def _signed(secret: bytes, signature: str, body: bytes) -> tuple[bool, str]:

@@ -196,7 +196,8 @@ def _handler(metrics: Metrics, healthy: Check, ready: Check, sync: SyncEndpoint)
             if length is not None and not length.isdigit():
                 self._send(400, b"bad Content-Length\n")
                 return
-            status, body, extra = sync.handle(headers, None if length is None else int(length), self.rfile.read)
+            size = None if length is None else int(length)
+            status, body, extra = sync.handle(headers, size, self.rfile.read)
             self._send(status, body, extra=extra)
             self.close_connection = True  # an unread body must not be taken for the next request
 

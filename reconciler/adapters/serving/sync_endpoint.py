@@ -60,7 +60,8 @@ class SyncEndpoint:
             log.error("POST /sync refused: cannot read its secret: %s", exc)
             return 500, b"cannot read the sync secret\n", {}
         if not secrets.any:
-            return self._refused(Result.OFF, 403, "POST /sync is off: no --sync-secret-file or --sync-token-file")
+            why = "POST /sync is off: no --sync-secret-file or --sync-token-file"
+            return self._refused(Result.OFF, 403, why)
         body = None
         if webhook.needs_body(secrets, headers):
             if length is None:
