@@ -159,6 +159,22 @@ class Exchange:
 
 
 Hook = Callable[[Exchange], None]
+# An answer the proxy gives itself instead of forwarding: (status, reason, headers, body).
+Answer = tuple[int, str, list[tuple[str, str]], bytes]
+Refuse = Callable[[Exchange], Answer | None]
+
+
+def priority_and_fairness_429(seconds: int = 1) -> Answer:
+    """What a busy API server's Priority and Fairness filter answers a request it will not run: 429,
+    `Retry-After`, and a Status without causes (k8s.io/apiserver pkg/server/filters/priority-and-fairness.go
+    and pkg/endpoints/handlers/responsewriters: tooManyRequests)."""
+    status = {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "Too many requests, please try again later.", "reason": "TooManyRequests",
+        "details": {"retryAfterSeconds": seconds}, "code": 429,
+    }  # fmt: skip
+    headers = [("Content-Type", "application/json"), ("Retry-After", str(seconds))]
+    return 429, "Too Many Requests", headers, json.dumps(status).encode()
 
 
 class Proxy:
@@ -169,6 +185,7 @@ class Proxy:
         self.exchanges: list[Exchange] = []
         self.before: Hook | None = None
         self.after: Hook | None = None
+        self.refuse: Refuse | None = None  # answer in the API server's place (a 429), not forwarded
         self.lock = threading.Lock()
         proxy = self
 
@@ -190,11 +207,19 @@ class Proxy:
                     proxy.exchanges.append(exchange)
                 if proxy.before is not None:
                     proxy.before(exchange)
+                refused = proxy.refuse(exchange) if proxy.refuse is not None else None
+                if refused is not None:
+                    exchange.status, exchange.answered = refused[0], time.monotonic()
+                    self._answer(*refused)
+                    return
                 headers = {
                     key: value
                     for key, value in self.headers.items()
                     if key.lower() not in ("host", "connection", "authorization")
                 }
+                if _is_watch(self.path):
+                    self._stream(exchange, raw, headers)
+                    return
                 try:
                     status, reason, answer_headers, answer = upstream(self.command, self.path, raw, headers)
                 except (OSError, http.client.HTTPException):
@@ -205,14 +230,39 @@ class Proxy:
                 exchange.status, exchange.answered = status, time.monotonic()
                 if proxy.after is not None:
                     proxy.after(exchange)
+                self._answer(status, reason, answer_headers, answer)
+
+            def _answer(self, status: int, reason: str, headers: list[tuple[str, str]], body: bytes) -> None:
                 with contextlib.suppress(OSError):  # gpudrv may have been killed by the hook
                     self.send_response_only(status, reason)
-                    for key, value in answer_headers:
+                    for key, value in headers:
                         if key.lower() not in ("transfer-encoding", "connection", "content-length"):
                             self.send_header(key, value)
-                    self.send_header("Content-Length", str(len(answer)))
+                    self.send_header("Content-Length", str(len(body)))
                     self.end_headers()
-                    self.wfile.write(answer)
+                    self.wfile.write(body)
+
+            def _stream(self, exchange: Exchange, raw: bytes, headers: dict[str, str]) -> None:
+                """A watch: its events relayed as they come, until either side closes."""
+                connection = http.client.HTTPSConnection("127.0.0.1", api_port(), context=_tls(), timeout=600)
+                try:
+                    connection.request(self.command, self.path, body=raw or None, headers=headers)
+                    response = connection.getresponse()
+                    exchange.status, exchange.answered = response.status, time.monotonic()
+                    self.send_response_only(response.status, response.reason)
+                    for key, value in response.getheaders():
+                        if key.lower() not in ("transfer-encoding", "connection", "content-length"):
+                            self.send_header(key, value)
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    while chunk := response.read1(65536):
+                        self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                except (OSError, http.client.HTTPException):
+                    self.close_connection = True
+                finally:
+                    connection.close()
 
             do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _forward
 
@@ -245,6 +295,11 @@ class Proxy:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def _is_watch(target: str) -> bool:
+    query = urlsplit(target).query
+    return any(part in ("watch=true", "watch=1", "watch=True") for part in query.split("&"))
 
 
 def upstream(

@@ -3,7 +3,10 @@
     GET  /metrics   the Prometheus text format (prometheus_client)
     GET  /healthz   200 while the loop turns (liveness)
     GET  /readyz    200 once a commit of the fleet repository is in force (readiness)
-    POST /sync      fetch the repository now (a git push webhook may call it); 202
+    POST /sync      fetch the repository now: a signed push webhook or a bearer token (sync_endpoint.py)
+
+A client gets READ_TIMEOUT seconds to send its request: a slow or stuck one is cut off, and it holds
+only its own thread, so the probes and the scraper are answered meanwhile.
 
 Per-node series exist only for nodes with a problem: `gpudrv_node_image_missing{node,tag} 1`, and
 `gpudrv_node_tag_invalid{node} 1`; they go away when the problem does. Only the leader audits, so
@@ -18,9 +21,12 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from reconciler.adapters.serving.sync_endpoint import SyncEndpoint
+
 log = logging.getLogger("gpudrv.http")
 
 Check = Callable[[], tuple[bool, str]]
+READ_TIMEOUT = 10.0  # seconds a client has to send each part of its request
 
 
 class Metrics:
@@ -115,6 +121,12 @@ class Metrics:
             ["reason", "result"],
             registry=registry,
         )
+        self.sync_requests = Counter(
+            "gpudrv_sync_requests",
+            "POST /sync requests: accepted, limited (coalesced), replayed, unauthorized, too_large, off",
+            ["result"],
+            registry=registry,
+        )
         self.apply_runs = Counter(
             "gpudrv_apply_runs", "gpudrv apply runs (--apply), by exit: ok, findings, error, interrupted",
             ["result"], registry=registry,
@@ -126,15 +138,20 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
+class _Listener(ThreadingHTTPServer):
+    # The accept backlog: http.server's 5 (and 128) overflow when a few hundred clients connect at once; a
+    # probe's connection waits for a SYN retransmit (1 s and more), longer than a kubelet probe waits.
+    request_queue_size = 1024
+
+
 class Server:
     """The HTTP endpoints, in a daemon thread."""
 
-    def __init__(
-        self, address: str, metrics: Metrics, healthy: Check, ready: Check, sync: Callable[[], None]
-    ):
+    def __init__(self, address: str, metrics: Metrics, healthy: Check, ready: Check, sync: SyncEndpoint):
         host, _, port = address.rpartition(":")
+        self.sync = sync
         handler = _handler(metrics, healthy, ready, sync)
-        self.httpd = ThreadingHTTPServer((host.strip("[]") or "0.0.0.0", int(port)), handler)
+        self.httpd = _Listener((host.strip("[]") or "0.0.0.0", int(port)), handler)
         self.httpd.daemon_threads = True
         self.thread = threading.Thread(target=self.httpd.serve_forever, name="http", daemon=True)
 
@@ -148,13 +165,15 @@ class Server:
         return self
 
     def stop(self) -> None:
+        self.sync.stop()
         self.httpd.shutdown()
         self.httpd.server_close()
 
 
-def _handler(metrics: Metrics, healthy: Check, ready: Check, sync: Callable[[], None]) -> type:
+def _handler(metrics: Metrics, healthy: Check, ready: Check, sync: SyncEndpoint) -> type:
     class Handler(BaseHTTPRequestHandler):
         server_version = "gpudrv"
+        timeout = READ_TIMEOUT  # StreamRequestHandler sets it on the socket: no read waits longer
 
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
@@ -172,16 +191,31 @@ def _handler(metrics: Metrics, healthy: Check, ready: Check, sync: Callable[[], 
             if self.path.split("?", 1)[0] != "/sync":
                 self._send(404, b"not found\n")
                 return
-            sync()
-            self._send(202, b"fetching the fleet repository\n")
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            length = self.headers.get("Content-Length")
+            if length is not None and not length.isdigit():
+                self._send(400, b"bad Content-Length\n")
+                return
+            size = None if length is None else int(length)
+            status, body, extra = sync.handle(headers, size, self.rfile.read)
+            self._send(status, body, extra=extra)
+            self.close_connection = True  # an unread body must not be taken for the next request
 
         def _check(self, check: Check) -> None:
             ok, why = check()
             self._send(200 if ok else 503, f"{'ok' if ok else 'not ok'}: {why}\n".encode())
 
-        def _send(self, status: int, body: bytes, content_type: str = "text/plain; charset=utf-8") -> None:
+        def _send(
+            self,
+            status: int,
+            body: bytes,
+            content_type: str = "text/plain; charset=utf-8",
+            extra: dict[str, str] | None = None,
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
+            for name, value in (extra or {}).items():
+                self.send_header(name, value)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
