@@ -22,7 +22,7 @@ RELAYED = ("max_parallel", "drain_timeout", "installer", "install_timeout")  # a
 def reconcile_options(parser: argparse.ArgumentParser) -> None:
     add(parser.add_argument_group("the fleet repository"), ReconcileSettings, *REPOSITORY)
     loop = parser.add_argument_group("the loop")
-    add(loop, ReconcileSettings, "resync", "listen", "event_refresh")
+    add(loop, ReconcileSettings, "resync", "listen", "sync_secret_file", "sync_token_file", "event_refresh")
     cluster_options(loop)
     add(
         parser.add_argument_group("leader election (a coordination.k8s.io Lease)"),
@@ -55,6 +55,8 @@ def reconcile_settings(args: argparse.Namespace) -> Any:
         fleet=given.repo_fleet,
         operator_version=given.pinned_operator_version,
         listen=given.listen,
+        sync_secret_file=given.sync_secret_file,
+        sync_token_file=given.sync_token_file,
         lease_namespace=namespace,
         lease_name=given.lease_name,
         identity=given.identity or default_identity(),

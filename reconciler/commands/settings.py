@@ -158,6 +158,14 @@ class ReconcileSettings:
         "--listen", Kind.TEXT, ":8080", metavar="ADDR", what="address",
         help="HOST:PORT for /metrics, /healthz, /readyz, POST /sync (default :8080)",
     )  # fmt: skip
+    sync_secret_file: Path | None = flag(
+        "--sync-secret-file", Kind.PATH, None, metavar="FILE",
+        help="POST /sync for a push webhook signed with this shared secret (X-Hub-Signature-256)",
+    )  # fmt: skip
+    sync_token_file: Path | None = flag(
+        "--sync-token-file", Kind.PATH, None, metavar="FILE",
+        help="POST /sync for this bearer token (Authorization: Bearer); without either, /sync is off",
+    )  # fmt: skip
     event_refresh: float = flag(
         "--event-refresh", Kind.SECONDS, 1800.0, metavar="D",
         help="count a lasting problem's Node event again after D (default 30m)",

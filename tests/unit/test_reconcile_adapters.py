@@ -20,7 +20,9 @@ from reconciler.adapters.cluster import events, fleet, lease, node_watch
 from reconciler.adapters.git import sync
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.adapters.serving import metrics
+from reconciler.adapters.serving.sync_endpoint import SyncEndpoint
 from reconciler.core.election import Record, Timing
+from reconciler.core.webhook import Secrets
 from reconciler.errors import GpudrvError
 from tests.unit.fake_kube import HOST, Call, Lines, refused
 from tests.unit.fake_kube import gateway as faked
@@ -345,7 +347,7 @@ def test_metrics_health_readiness_and_sync(tmp_path: Path) -> None:
         measured,
         lambda: (True, "turning"),
         lambda: (ready["ok"], "why"),
-        lambda: syncs.append(1),
+        SyncEndpoint(lambda: syncs.append(1), lambda: Secrets(token=b"t")),
     ).start()
     base = f"http://{server.address}"
     try:
@@ -359,7 +361,8 @@ def test_metrics_health_readiness_and_sync(tmp_path: Path) -> None:
         assert refused.value.code == 503
         ready["ok"] = True
         assert urllib.request.urlopen(base + "/readyz").status == 200
-        assert urllib.request.urlopen(urllib.request.Request(base + "/sync", method="POST")).status == 202
+        signed = urllib.request.Request(base + "/sync", headers={"Authorization": "Bearer t"}, method="POST")
+        assert urllib.request.urlopen(signed).status == 202
         assert syncs == [1]
     finally:
         server.stop()

@@ -1,7 +1,8 @@
 """Emptying a node through the eviction API, the way `kubectl drain` does, but saying which budget waits.
 
-Evictions refused by a budget (HTTP 429) are retried every 5 s until the deadline; pods are never
-deleted, except pods with no controller when the user asked for --force.
+Evictions refused by a budget (HTTP 429 with the cause DisruptionBudget) are retried every 5 s until
+the deadline; a 429 without that cause is a busy API server, said as such and never blamed on a
+budget. Pods are never deleted, except pods with no controller when the user asked for --force.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
-from reconciler.adapters.cluster.fleet import EvictionOutcome, Fleet
+from reconciler.adapters.cluster.fleet import Eviction, EvictionOutcome, Fleet
 from reconciler.core import budget
 from reconciler.core.budget import Role
 from reconciler.core.duration import show
@@ -53,8 +54,8 @@ class Drain:
         kind = budget.role(pod)
         return kind in self.roles or (self.force and kind is Role.UNMANAGED)
 
-    def _evict_round(self, pods: list[budget.Pod]) -> dict[str, str]:
-        refusals: dict[str, str] = {}
+    def _evict_round(self, pods: list[budget.Pod]) -> dict[str, Eviction]:
+        refusals: dict[str, Eviction] = {}
         for pod in pods:
             if pod.terminating or pod.ref in self.evicted:
                 continue  # already on its way out
@@ -63,8 +64,8 @@ class Drain:
                 self._done(pod, "deleted (no controller, --force)")
                 continue
             answer = self.fleet.evict(pod)
-            if answer.outcome is EvictionOutcome.REFUSED:
-                refusals[pod.ref] = answer.message
+            if answer.outcome in (EvictionOutcome.REFUSED, EvictionOutcome.THROTTLED):
+                refusals[pod.ref] = answer
             else:
                 self._done(pod, "evicted")
         return refusals
@@ -73,11 +74,16 @@ class Drain:
         self.evicted.append(pod.ref)
         self.say(f"pod {pod.ref} {how}")
 
-    def _why(self, refusals: dict[str, str]) -> str:
-        budgets = self.fleet.budgets()
-        pods = {p.ref: p for p in self.fleet.pods_on(self.node)}
+    def _why(self, refusals: dict[str, Eviction]) -> str:
+        by_budget = any(answer.outcome is EvictionOutcome.REFUSED for answer in refusals.values())
+        budgets = self.fleet.budgets() if by_budget else []  # a busy server is not asked for more
+        pods = {p.ref: p for p in self.fleet.pods_on(self.node)} if by_budget else {}
         reasons = []
-        for ref, message in sorted(refusals.items()):
+        for ref, answer in sorted(refusals.items()):
+            message = answer.message
+            if answer.outcome is EvictionOutcome.THROTTLED:  # no budget's doing: never name one
+                reasons.append(f"eviction of {ref} not taken: the API server is throttling (429): {message}")
+                continue
             covering = [b for b in budgets if ref in pods and b.covers(pods[ref])]
             named = "; ".join(
                 f"PDB {b.ref} allows {b.disruptions_allowed} disruptions ({b.numbers()})" for b in covering
@@ -85,7 +91,7 @@ class Drain:
             reasons.append(f"eviction of {ref} refused: {named or message}")
         return "; ".join(reasons)
 
-    def _stuck(self, pods: list[budget.Pod], refusals: dict[str, str]) -> str:
+    def _stuck(self, pods: list[budget.Pod], refusals: dict[str, Eviction]) -> str:
         if refusals:
             return f"drain of {self.node} timed out after {show(self.timeout)}: {self._why(refusals)}"
         names = ", ".join(p.ref for p in pods)

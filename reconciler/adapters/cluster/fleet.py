@@ -35,7 +35,8 @@ REVISION_HASH_LABEL = "controller-revision-hash"  # the DaemonSet controller's l
 
 class EvictionOutcome(StrEnum):
     EVICTED = "evicted"
-    REFUSED = "refused"  # 429 and friends, with why
+    REFUSED = "refused"  # a disruption budget said no (its cause DisruptionBudget; 500: several budgets)
+    THROTTLED = "throttled"  # 429 without that cause: a busy server, still busy after the waits it asked
     GONE = "gone"  # the pod was already gone
 
 
@@ -237,6 +238,8 @@ class Fleet:
         except kube.NotFound:
             return Eviction(EvictionOutcome.GONE)
         except kube.ApiError as exc:
+            if exc.status == 429 and not exc.by_budget:  # the cause decides, not the status code
+                return Eviction(EvictionOutcome.THROTTLED, exc.explanation())
             if exc.status in (429, 500):  # 429: a budget said no; 500: several budgets select the pod
                 return Eviction(EvictionOutcome.REFUSED, exc.explanation())
             raise

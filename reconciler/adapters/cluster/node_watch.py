@@ -20,6 +20,7 @@ from typing import Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import METADATA_LIST, METADATA_ONE
+from reconciler.core import throttle
 from reconciler.core.fleetwatch import backoff
 from reconciler.core.tags import GPU_PRESENT, Node
 from reconciler.errors import GpudrvError
@@ -108,15 +109,18 @@ class NodeWatch:
                 if isinstance(exc, kube.ApiError) and exc.status == 410:
                     version = None  # an expired continue token in the list
                 self.on_restart("error")
-                self._pause(failures, str(exc))
+                asked = throttle.retry_after(exc.retry_after) if isinstance(exc, kube.ApiError) else None
+                self._pause(failures, str(exc), asked)
             except Exception as exc:  # never die of a surprise: list again after a pause
                 log.exception("watch on GPU nodes: unexpected error")
                 failures, version = failures + 1, None
                 self.on_restart("error")
                 self._pause(failures, repr(exc))
 
-    def _pause(self, failures: int, why: str) -> None:
+    def _pause(self, failures: int, why: str, asked: float | None = None) -> None:
+        """The backoff, or the wait the server asked for (Retry-After) when that is longer."""
         delay = backoff(failures, cap=BACKOFF_CAP, jitter=random.random())
+        delay = max(delay, min(asked, throttle.MAX_WAIT)) if asked is not None else delay
         log.warning("watch on GPU nodes: %s; retrying in %.1fs", why, delay)
         self.stopping.wait(delay)
 

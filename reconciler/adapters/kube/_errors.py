@@ -6,6 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from reconciler.core.throttle import BUDGET_CAUSE, Refusal
 from reconciler.errors import GpudrvError
 
 NO_CLUSTER = "no cluster configured"
@@ -19,6 +20,17 @@ class ApiError(GpudrvError):
     ) -> None:
         super().__init__(f"the cluster at {host} answered {status} {reason}: {detail or 'no message'}")
         self.status, self.reason, self.detail, self.causes = status, reason, detail, causes
+        self.method = "GET"  # the request's verb, and what the answer said of a retry (core/throttle.py)
+        self.retry_after: str | None = None
+        self.cause_reasons: tuple[str, ...] = ()  # the causes' `reason` fields: DisruptionBudget, ...
+
+    def refusal(self) -> Refusal:
+        return Refusal(self.method, self.status, self.retry_after, self.cause_reasons)
+
+    @property
+    def by_budget(self) -> bool:
+        """An eviction a PodDisruptionBudget refused (its cause says so, not the status code)."""
+        return BUDGET_CAUSE in self.cause_reasons
 
     def explanation(self) -> str:
         """The server's message with its causes (an eviction names the budget there)."""
@@ -34,7 +46,8 @@ class Conflict(ApiError):
 
 
 class TooManyRequests(ApiError):
-    """429: for an eviction, a disruption budget said no."""
+    """429: a busy server (API Priority and Fairness) or, for an eviction whose cause is
+    DisruptionBudget, a disruption budget said no (`by_budget`)."""
 
 
 class Forbidden(ApiError):
@@ -66,8 +79,11 @@ BY_STATUS: Mapping[int, type[ApiError]] = {
 }
 
 
-def refusal(host: str, status: int, reason: str, body: Any) -> ApiError:
-    """The typed error of an answer outside 2xx: its status, reason and the metav1.Status it carries."""
+def refusal(
+    host: str, status: int, reason: str, body: Any, *, method: str = "GET", headers: Any = None
+) -> ApiError:
+    """The typed error of an answer outside 2xx: its status, reason and the metav1.Status it carries,
+    the request's verb and the answer's Retry-After."""
     try:
         document = json.loads(body)
     except (TypeError, ValueError, RecursionError):
@@ -82,7 +98,21 @@ def refusal(host: str, status: int, reason: str, body: Any) -> ApiError:
         if isinstance(c, dict) and c.get("message")
     )
     kind = BY_STATUS.get(status, ApiError)
-    return kind(host, status, first_line(str(reason)), str(document.get("message", "")).strip(), causes)
+    error = kind(host, status, first_line(str(reason)), str(document.get("message", "")).strip(), causes)
+    error.method = method
+    error.retry_after = _header(headers, "Retry-After")
+    listed = details.get("causes")
+    listed = listed if isinstance(listed, list) else []
+    error.cause_reasons = tuple(str(c["reason"]) for c in listed if isinstance(c, dict) and c.get("reason"))
+    return error
+
+
+def _header(headers: Any, name: str) -> str | None:
+    try:
+        value = headers.get(name) if headers is not None else None
+    except AttributeError:
+        return None
+    return value if isinstance(value, str) else None
 
 
 def status_error(host: str, status: Mapping[str, Any]) -> ApiError:

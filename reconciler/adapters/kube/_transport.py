@@ -6,6 +6,7 @@ client's exceptions as typed errors. With _config, the only module that imports 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
@@ -14,6 +15,8 @@ from typing import Any
 
 from reconciler import __version__
 from reconciler.adapters.kube._errors import ApiError, BadAnswer, Gone, Unreachable, first_line, refusal
+from reconciler.core import throttle
+from reconciler.core.throttle import Throttled
 from reconciler.errors import GpudrvError
 
 MAX_BODY = 256 * 1024 * 1024  # bytes of one answer, decompressed
@@ -72,6 +75,8 @@ class Transport:
         self.patience = 0.0
         self.notice: Callable[[str], None] | None = None
         self.reached = False
+        # Hears of each wait the server asked for (the reconciler counts them); else a line on stderr.
+        self.on_throttle: Callable[[Throttled], None] | None = None
 
     def request(
         self,
@@ -104,7 +109,9 @@ class Transport:
         answer = self.api_client.call_api(*serialized, _request_timeout=bound)
         if not 200 <= answer.status <= 299:
             answer.read()
-            raise ApiException(http_resp=answer)
+            refused = ApiException(http_resp=answer)
+            refused.method = method  # type: ignore[attr-defined]  # what the retry policy asks (core/throttle.py)
+            raise refused
         return answer.response
 
     def send(self, request: Callable[[], Any], *, whole: bool = True) -> Any:
@@ -112,10 +119,16 @@ class Transport:
         bytes, or (`whole` false) the unread answer."""
         deadline: float | None = None
         delay = 0.5
+        started, waits = time.monotonic(), 0
         while True:
             try:
                 data = self._once(request, whole)
             except (Unreachable, ApiError) as exc:
+                asked = self._throttled(exc, waits + 1, started)
+                if asked is not None:
+                    waits += 1
+                    self._wait_as_asked(asked)
+                    continue
                 if not self._transient(exc):
                     raise
                 now = time.monotonic()
@@ -129,6 +142,24 @@ class Transport:
                 continue
             self.reached = True
             return data
+
+    def _throttled(self, exc: GpudrvError, attempt: int, started: float) -> Throttled | None:
+        """The wait the server asked for, when the policy retries this answer (core/throttle.py); the
+        request's total timeout bounds the whole of it, retries included."""
+        if not isinstance(exc, ApiError):
+            return None
+        total = self.timeouts.total
+        remaining = None if total is None else total - (time.monotonic() - started)
+        return throttle.wait(exc.refusal(), attempt, remaining)
+
+    def _wait_as_asked(self, asked: Throttled) -> None:
+        if self.on_throttle is not None:
+            self.on_throttle(asked)
+        elif self.notice is not None:
+            self.notice(asked.shown())
+        else:
+            print(f"gpudrv: waiting for the cluster: {asked.shown()}", file=sys.stderr, flush=True)
+        time.sleep(asked.seconds)
 
     def _transient(self, exc: GpudrvError) -> bool:
         if not self.patience or not self.reached:
@@ -159,7 +190,10 @@ class Transport:
 
     def error(self, exc: Any) -> ApiError:
         """The client's ApiException as the typed error of its status."""
-        return refusal(self.host, int(exc.status or 0), str(exc.reason), exc.body)
+        method = getattr(exc, "method", "GET")
+        return refusal(
+            self.host, int(exc.status or 0), str(exc.reason), exc.body, method=method, headers=exc.headers
+        )
 
     def reason(self, exc: BaseException, read: float | None = None) -> str:
         """Why no answer came, on one line, in the words of --request-timeout where it is a timeout

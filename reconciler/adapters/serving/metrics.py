@@ -121,6 +121,12 @@ class Metrics:
             ["reason", "result"],
             registry=registry,
         )
+        self.api_waits = Counter(
+            "gpudrv_api_server_waits",
+            "waits the API server asked for (429, or 5xx with Retry-After) before a request was sent again",
+            ["status"],
+            registry=registry,
+        )
         self.sync_requests = Counter(
             "gpudrv_sync_requests",
             "POST /sync requests: accepted, limited (coalesced), replayed, unauthorized, too_large, off",

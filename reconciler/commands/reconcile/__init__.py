@@ -50,6 +50,8 @@ class Settings:
     fleet: str | None = None  # in the repository, for --apply; None: gpudrv.yaml's
     operator_version: str | None = None  # None: gpudrv.yaml's, else the running operator's
     listen: str = ":8080"
+    sync_secret_file: Path | None = None  # POST /sync: the webhook's secret (a file a Secret mounts)
+    sync_token_file: Path | None = None  # POST /sync: a bearer token
     lease_namespace: str | None = "default"  # None: no leader election, this replica always acts
     lease_name: str = "gpudrv-reconcile"
     identity: str = field(default_factory=default_identity)

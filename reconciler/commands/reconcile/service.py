@@ -31,6 +31,7 @@ from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed, Nod
 from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.serving.apply_process import ApplyProcess
 from reconciler.adapters.serving.metrics import Metrics, Server
+from reconciler.adapters.serving.sync_endpoint import SyncEndpoint, secret_files
 from reconciler.commands import OK
 from reconciler.commands.reconcile import Settings, apply_arguments, check, load_snapshot
 from reconciler.core.fleetwatch import Change
@@ -55,6 +56,7 @@ from reconciler.core.reconcile_ports import (
     Unreadable,
     Watched,
 )
+from reconciler.core.throttle import Throttled
 from reconciler.errors import GpudrvError
 from reconciler.render.reconcile import change_line, event_message
 
@@ -106,6 +108,18 @@ class Checkout:
             git.check_out(self.path, commit)
 
 
+def connected(options: kube.Options, metrics: Metrics) -> kube.Gateway:
+    """A client whose waits the API server asked for are logged, one line each, and counted."""
+    gateway = kube.connect(options)
+
+    def waited(asked: Throttled) -> None:
+        metrics.api_waits.labels(str(asked.status)).inc()
+        log.warning("waiting for the cluster: %s", asked.shown())
+
+    gateway.on_throttle = waited
+    return gateway
+
+
 def node_news(message: Listed | Changed | Deleted) -> NodeNews:
     if isinstance(message, Listed):
         return NodesListed(message.nodes, message.version)
@@ -131,7 +145,7 @@ class LiveCluster:
 
     def watch(self, generation: int) -> None:
         self.watcher = NodeWatch(
-            kube.connect(self.options),
+            connected(self.options, self.metrics),
             lambda message: self.inbox.put(Watched(generation, node_news(message))),
             lambda reason: self.metrics.watch_restarts.labels(reason).inc(),
         ).start()
@@ -244,7 +258,7 @@ class Service:
     def run(self) -> int:
         settings, options, inbox, metrics = self.settings, self.options, self.inbox, self.metrics
         self._signals()
-        gateway = kube.connect(options)
+        gateway = connected(options, metrics)
         self._check_access(gateway)
         self.cluster = LiveCluster(gateway, options, inbox, metrics)
         self.sync = GitSync(
@@ -255,7 +269,7 @@ class Service:
             self._synced,
         )
         counted = lambda reason, result: metrics.events.labels(reason, result).inc()  # noqa: E731
-        self.events = EventSink(kube.connect(options), settings.event_refresh, counted)
+        self.events = EventSink(connected(options, metrics), settings.event_refresh, counted)
         self.elector = self._elector()
         applier = Worktrees(settings, options) if settings.apply is not None else None
         ports = Ports(SystemClock(), inbox, Checkout(settings), self.cluster, self.elector or AlwaysLeading(),
@@ -265,9 +279,12 @@ class Service:
         )
         if self.stopping:
             loop.stop()
-        self.server = Server(
-            settings.listen, metrics, self._healthy, loop.readiness, self.sync.trigger
-        ).start()
+        endpoint = SyncEndpoint(
+            self.sync.trigger,
+            secret_files(settings.sync_secret_file, settings.sync_token_file),
+            lambda result: metrics.sync_requests.labels(str(result)).inc(),
+        )
+        self.server = Server(settings.listen, metrics, self._healthy, loop.readiness, endpoint).start()
         log.info("serving /metrics, /healthz, /readyz and POST /sync on %s", self.server.address)
         self.sync.start()
         self.events.start()
@@ -289,7 +306,7 @@ class Service:
         settings = self.settings
         if settings.lease_namespace is None:
             return None
-        lock = LeaseLock(kube.connect(self.options), settings.lease_namespace, settings.lease_name)
+        lock = LeaseLock(connected(self.options, self.metrics), settings.lease_namespace, settings.lease_name)
         return Elector(lock, settings.identity, settings.timing, lambda on: self.inbox.put(LeaseNews(on)))
 
     def _signals(self) -> None:

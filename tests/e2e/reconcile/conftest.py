@@ -207,6 +207,8 @@ def free_port() -> int:
 
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+SYNC_TOKEN = "e2e-sync-token"  # every loop's POST /sync bearer token (--sync-token-file)
+SYNC_SECRET = "e2e-webhook-secret"  # and its webhook secret (--sync-secret-file)
 
 
 @dataclass
@@ -217,6 +219,7 @@ class Loop:
     process: subprocess.Popen[bytes]
     port: int
     log: Path
+    token: str = SYNC_TOKEN
 
     def get(self, path: str) -> tuple[int, str]:
         try:
@@ -227,10 +230,17 @@ class Loop:
         except OSError:
             return 0, ""
 
-    def post(self, path: str) -> int:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", method="POST")
-        with urllib.request.urlopen(request, timeout=5) as answer:
-            return int(answer.status)
+    def post(self, path: str, body: bytes = b"", headers: dict[str, str] | None = None) -> int:
+        """POST with the loop's bearer token, unless `headers` say otherwise; the status."""
+        sent = {"Authorization": f"Bearer {self.token}"} if headers is None else headers
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=body, headers=sent, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=5) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
 
     def samples(self) -> Samples:
         status, text = self.get("/metrics")
@@ -275,6 +285,8 @@ class Loops:
         port = free_port()
         log = self.folder / f"{name}.log"
         repo = ["--repo", str(remote.bare)] if remote else []
+        (self.folder / "sync-token").write_text(SYNC_TOKEN + "\n")
+        (self.folder / "sync-secret").write_text(SYNC_SECRET + "\n")
         command = [
             *gpudrv_command(),
             "reconcile",
@@ -289,6 +301,10 @@ class Loops:
             name,
             "--interval",
             "1s",
+            "--sync-token-file",
+            str(self.folder / "sync-token"),
+            "--sync-secret-file",
+            str(self.folder / "sync-secret"),
             *args,
         ]
         with log.open("wb") as out:
