@@ -140,6 +140,7 @@ class Exchange:
     path: str
     body: Any
     status: int = 0
+    query: str = ""
     at: float = field(default_factory=time.monotonic)
     answered: float | None = None  # when the API server's answer came (monotonic)
 
@@ -202,7 +203,8 @@ class Proxy:
                     body = json.loads(raw) if raw else None
                 except ValueError:
                     body = None
-                exchange = Exchange(self.command, urlsplit(self.path).path, body)
+                target = urlsplit(self.path)
+                exchange = Exchange(self.command, target.path, body, query=target.query)
                 with proxy.lock:
                     proxy.exchanges.append(exchange)
                 if proxy.before is not None:
