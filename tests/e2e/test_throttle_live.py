@@ -1,8 +1,9 @@
 """Issue 30, item 1: a busy API server on the real control plane. The fault proxy answers in the API
 server's place with API Priority and Fairness's 429 and `Retry-After` (faults.priority_and_fairness_429)
 on lists, patches, evictions and watches; the runs finish as they would have, say that the server
-asked to wait, and never call it a disruption budget's doing. An eviction a real PodDisruptionBudget
-refuses (the cause DisruptionBudget) is still named as such."""
+asked to wait, and never call it a disruption budget's doing. That an eviction a real
+PodDisruptionBudget refuses (its cause DisruptionBudget) is still named as such is
+test_upgrade_live.py's test_drain_command."""
 
 from __future__ import annotations
 
