@@ -141,6 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_diff_command(commands, selector)
     _add_init_command(commands)
     _add_reconcile_command(commands)
+    _add_probe_command(commands)
     return parser
 
 
@@ -585,6 +586,40 @@ def _report(a: argparse.Namespace) -> int:
     from reconciler.commands import status
 
     return status.run_report(a.matrix, _source(a), a.output)
+
+
+def _add_probe_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    probe_cmd = commands.add_parser("probe", **usage.of("probe"))
+    probe_cmd.add_argument(
+        "--root",
+        type=args_.path("--root"),
+        default=Path("/"),
+        metavar="DIR",
+        help="the host's root (default /)",
+    )
+    probe_cmd.add_argument(
+        "--write", type=args_.file_path("--write"), metavar="PATH", help="the feature file (default: stdout)"
+    )
+    probe_cmd.add_argument(
+        "--every", type=args_.seconds, metavar="DURATION", help="run again every DURATION (5m, 1h)"
+    )
+    probe_cmd.add_argument(
+        "--trigger",
+        type=args_.given("--trigger", "path"),
+        metavar="PATH",
+        help="with --every: run at once when this file under --root changes (a kernel hook touches it)",
+    )
+    probe_cmd.set_defaults(handler=_probe)
+
+
+def _probe(a: argparse.Namespace) -> int:
+    from reconciler.commands import probe
+
+    if a.trigger and a.every is None:
+        raise GpudrvError("probe: --trigger needs --every (the loop that watches it)")
+    if a.every is not None and a.every < 1:
+        raise GpudrvError(f"probe: --every {a.every:g}s: give 1s or more")
+    return probe.run(probe.Settings(a.root, a.write, a.every, a.trigger))
 
 
 def _add_reconcile_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -1,0 +1,113 @@
+"""blscfg's rpm-style version compare and its NVR split, as RHEL's GRUB sorts BLS entries.
+
+rhboot/grub2 rhel-9-main (7878971) grub-core/commands/blscfg.c: vercmp 140-272, split_package_string
+277-319, split_cmp 321-349. RHEL 8 (rhel-8-main, ca8b1d2) has the same vercmp without the '+' rule.
+"""
+
+from __future__ import annotations
+
+
+def _isalnum(char: str) -> bool:
+    return char.isascii() and char.isalnum()
+
+
+def vercmp(a: str, b: str, *, plus: bool = True) -> int:
+    """1: a is newer, -1: b is newer, 0: the same (blscfg.c 140-272, byte for byte)."""
+    if a == b:
+        return 0
+    one, two = 0, 0
+    skip = "~+" if plus else "~"
+
+    def at(text: str, index: int) -> str:
+        return text[index] if index < len(text) else ""
+
+    while at(a, one) or at(b, two):
+        while at(a, one) and not _isalnum(at(a, one)) and at(a, one) not in skip:
+            one += 1
+        while at(b, two) and not _isalnum(at(b, two)) and at(b, two) not in skip:
+            two += 1
+        c1, c2 = at(a, one), at(b, two)
+        if c1 == "~" or c2 == "~":  # the tilde sorts before everything else
+            if c1 != "~":
+                return 1
+            if c2 != "~":
+                return -1
+            one, two = one + 1, two + 1
+            continue
+        if plus and (c1 == "+" or c2 == "+"):  # like the tilde, but a string that ended is older
+            if not c1:
+                return -1
+            if not c2:
+                return 1
+            if c1 != "+":
+                return 1
+            if c2 != "+":
+                return -1
+            one, two = one + 1, two + 1
+            continue
+        if not (c1 and c2):
+            break
+        end1, end2 = one, two
+        isnum = c1.isdigit()
+        test = (
+            (lambda ch: ch.isascii() and ch.isdigit())
+            if isnum
+            else (lambda ch: ch.isascii() and ch.isalpha())
+        )
+        while at(a, end1) and test(at(a, end1)):
+            end1 += 1
+        while at(b, end2) and test(at(b, end2)):
+            end2 += 1
+        if one == end1:
+            return -1  # "cannot happen": arbitrary, as in blscfg.c
+        if two == end2:
+            return 1 if isnum else -1  # numeric segments are newer than alpha ones
+        seg1, seg2 = a[one:end1], b[two:end2]
+        if isnum:
+            seg1, seg2 = seg1.lstrip("0"), seg2.lstrip("0")
+            if len(seg1) != len(seg2):
+                return 1 if len(seg1) > len(seg2) else -1
+        if seg1 != seg2:
+            return -1 if _strcmp(seg1, seg2) < 1 else 1
+        one, two = end1, end2
+    if not at(a, one) and not at(b, two):
+        return 0
+    return -1 if not at(a, one) else 1
+
+
+def _strcmp(a: str, b: str) -> int:
+    # grub_strcmp compares bytes
+    x, y = a.encode("utf-8", "surrogateescape"), b.encode("utf-8", "surrogateescape")
+    return (x > y) - (x < y)
+
+
+def split(package: str, *, has_name: bool) -> tuple[str, str, str]:
+    """(name, version, release) as split_package_string leaves them, None as ""."""
+    release: str | None
+    head, dash, tail = package.rpartition("-")
+    if dash:
+        package, release = head, tail
+    else:
+        release = None
+    name: str | None = None
+    version: str | None
+    if not has_name:
+        version = package
+    else:
+        head, dash, tail = package.rpartition("-")
+        if dash:
+            name, version = head, tail
+        else:
+            name, version = package, None
+    if version is None:
+        version, release = release, None
+    return name or "", version or "", release or ""
+
+
+def split_cmp(a: str, b: str, *, has_name: bool, plus: bool = True) -> int:
+    (n0, v0, r0), (n1, v1, r1) = split(a, has_name=has_name), split(b, has_name=has_name)
+    if has_name:
+        result = vercmp(n0, n1, plus=plus)
+        if result:
+            return result
+    return vercmp(v0, v1, plus=plus) or vercmp(r0, r1, plus=plus)
