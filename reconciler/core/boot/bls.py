@@ -65,7 +65,7 @@ def read_entries(root: Root) -> tuple[Bls, ...]:
         raise Undecided(f"/{ENTRIES}: more than {MAX_ENTRIES} entries")
     entries = []
     for name in wanted:
-        if "\0" in name or "\n" in name:
+        if not name.isprintable():
             raise Undecided(f"/{ENTRIES}: a file name with a control character: {name!r}")
         data = root.read(f"{ENTRIES}/{name}")
         if data is not None and root.kind(f"{ENTRIES}/{name}") == "file":

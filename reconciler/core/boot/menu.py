@@ -167,11 +167,8 @@ def _known(entry: Entry, index: int, value: str) -> None:
 
 def pick(entries: tuple[Entry, ...], number: int) -> Entry:
     """The entry at `number`, or entry 0 when it is out of range (menu.c 585-590)."""
+    # Past the end of every entry, conditional ones included: out of range on every platform.
     if number < 0 or number >= len(entries):
-        if any(entry.conditional for entry in entries) and number >= 0:
-            raise Undecided(
-                f"entry {number}: the menu's size depends on the platform (an `if` around entries)"
-            )
         number = 0
     if not entries:
         raise Undecided("the menu has no entries")
