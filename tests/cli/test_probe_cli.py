@@ -13,7 +13,10 @@ LABEL = "gpudrv.dev/kernel-version.next"
 
 def host(tmp_path: Path, running: str = "6.8.0-45-generic", **extra: bytes) -> Path:
     root = tmp_path / "host"
-    files = {**ubuntu(running=running).files, **{path.replace("__", "/"): data for path, data in extra.items()}}
+    files = {
+        **ubuntu(running=running).files,
+        **{path.replace("__", "/"): data for path, data in extra.items()},
+    }
     for path, data in files.items():
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data or b"")
@@ -40,7 +43,9 @@ def test_writes_it_atomically_and_without_the_label_when_nothing_changes(tmp_pat
     assert out.read_text().splitlines()[-1] == f"{LABEL}=6.8.0-52-generic"
     assert "next kernel 6.8.0-52-generic" in result.stdout
     assert sorted(p.name for p in out.parent.iterdir()) == ["gpudrv-next-kernel"]  # no temp file left
-    same = run_gpudrv("probe", "--root", str(host(tmp_path / "b", running="6.8.0-52-generic")), "--write", str(out))
+    same = run_gpudrv(
+        "probe", "--root", str(host(tmp_path / "b", running="6.8.0-52-generic")), "--write", str(out)
+    )
     assert same.returncode == 0, same.stderr
     assert LABEL not in out.read_text() and out.read_text().startswith("# gpudrv probe")
 
@@ -70,4 +75,6 @@ def test_bad_input(tmp_path: Path) -> None:
     assert "1s or more" in one_line_error(run_gpudrv("probe", "--every", "0"))
     assert "invalid duration" in one_line_error(run_gpudrv("probe", "--every", "soon"))
     out = tmp_path / "no-such-dir" / "f"
-    assert "cannot write" in one_line_error(run_gpudrv("probe", "--root", str(host(tmp_path)), "--write", str(out)))
+    assert "cannot write" in one_line_error(
+        run_gpudrv("probe", "--root", str(host(tmp_path)), "--write", str(out))
+    )

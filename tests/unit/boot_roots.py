@@ -102,9 +102,7 @@ def entry(title: str, ident: str, kernel: str, indent: str = "") -> str:
         f"linux\t/boot/vmlinuz-{kernel} root=UUID={UUID} ro  quiet splash $vt_handoff",
         f"initrd\t/boot/initrd.img-{kernel}",
     ]
-    lines = [
-        f"{indent}menuentry {quote(title)} --class ubuntu --class gnu-linux $menuentry_id_option {quote(ident)} {{"
-    ]
+    lines = [f"{indent}menuentry {quote(title)} --class ubuntu $menuentry_id_option {quote(ident)} {{"]
     lines += [f"{indent}\t{line}" for line in body]
     return "\n".join([*lines, f"{indent}}}"]) + "\n"
 
@@ -242,7 +240,7 @@ def bls_entry(kernel: str, title: str | None = None, mid: str = MID, version: bo
     return ("\n".join(lines) + "\n").encode()
 
 
-def rhel(
+def rhel(  # noqa: PLR0917 (the fixtures' knobs, all with defaults)
     kernels: Iterable[str] = ("5.14.0-427.13.1.el9_4.x86_64", "5.14.0-362.8.1.el9_3.x86_64"),
     default: str = "${saved_entry}",
     env: bytes | None = None,
@@ -267,4 +265,4 @@ def rhel(
     if env is not None:
         data["boot/grub2/grubenv"] = env
     data.update({path.replace("__", "/"): value for path, value in files.items()})
-    return Memory({k: v for k, v in data.items()})
+    return Memory(data)

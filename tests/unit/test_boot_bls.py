@@ -6,7 +6,7 @@ import pytest
 
 from reconciler.core.boot import Memory, Undecided, decide, next_kernel
 from reconciler.core.boot.bls import parse_entry
-from reconciler.core.boot.menu import rhel_number, Entry
+from reconciler.core.boot.menu import Entry, rhel_number
 from reconciler.core.boot.vercmp import split_cmp, vercmp
 from tests.unit.boot_roots import MID, bls_entry, grubenv, rhel
 
@@ -62,7 +62,9 @@ def test_an_old_machine_id_that_starts_with_a_digit_sorts_first() -> None:
     old, new = "8583" + "0" * 28, "a343" + "0" * 28
     root = rhel(kernels=["5.14.0-503.33.1.el9_5.x86_64"], mid=new)
     files = {
-        f"boot/loader/entries/{old}-5.14.0-503.14.1.el9_5.x86_64.conf": bls_entry("5.14.0-503.14.1.el9_5.x86_64", mid=old),
+        f"boot/loader/entries/{old}-5.14.0-503.14.1.el9_5.x86_64.conf": bls_entry(
+            "5.14.0-503.14.1.el9_5.x86_64", mid=old
+        ),
         "lib/modules/5.14.0-503.14.1.el9_5.x86_64/modules.dep": b"",
     }
     assert kernel(with_files(root, files)) == "5.14.0-503.14.1.el9_5.x86_64"
@@ -78,7 +80,9 @@ def test_a_debug_kernel_sorts_before_its_base_and_its_label_is_spelled_as_nfd_wo
 def test_an_entry_without_linux_is_skipped_and_the_indexes_shift() -> None:
     root = rhel(env=grubenv(saved_entry="1"))  # R6
     no_linux = b"title broken\nversion 5.14.0-500.el9.x86_64\n"
-    assert kernel(with_files(root, {f"boot/loader/entries/{MID}-5.14.0-500.el9.x86_64.conf": no_linux})) == K362
+    assert (
+        kernel(with_files(root, {f"boot/loader/entries/{MID}-5.14.0-500.el9.x86_64.conf": no_linux})) == K362
+    )
 
 
 def test_rhel8_sorts_by_the_version_keys_when_every_entry_has_one() -> None:
@@ -91,7 +95,6 @@ def test_rhel8_sorts_by_the_version_keys_when_every_entry_has_one() -> None:
         f"lib/modules/{k_old}/modules.dep": b"",
         f"boot/loader/entries/{new}-0-rescue.conf": bls_entry("0", mid=new),
     }
-    files = {k: v for k, v in files.items()}
     root8 = with_files(Memory({k: v for k, v in root.files.items() if "0-rescue" not in k}), files)
     assert kernel(root8) == k_new
     root9 = Memory({**root8.files, "etc/os-release": b'ID="rhel"\nVERSION_ID="9.4"\n'})
@@ -114,8 +117,12 @@ def test_grubenv_states_it_cannot_follow(env: bytes, says: str) -> None:
 
 def test_the_refusals() -> None:
     root = rhel()
-    assert "missing" in refused(Memory({k: v for k, v in root.files.items() if not k.startswith("lib/modules/5.14.0-427")}))
-    assert "no grub.cfg running blscfg" in refused(Memory({k: v for k, v in root.files.items() if "grub.cfg" not in k}))
+    assert "missing" in refused(
+        Memory({k: v for k, v in root.files.items() if not k.startswith("lib/modules/5.14.0-427")})
+    )
+    assert "no grub.cfg running blscfg" in refused(
+        Memory({k: v for k, v in root.files.items() if "grub.cfg" not in k})
+    )
     assert "custom.cfg" in refused(with_files(root, {"boot/grub2/custom.cfg": b""}))
     assert "two different grub.cfg" in refused(
         with_files(root, {"boot/efi/EFI/redhat/grub.cfg": root.files["boot/grub2/grub.cfg"] + b"\n# other\n"})  # type: ignore[operator]
@@ -127,7 +134,9 @@ def test_the_refusals() -> None:
     custom = "### BEGIN /etc/grub.d/40_custom ###\nmenuentry 'Mine' --id mine {\n linux /vmlinuz-x\n}\n"
     cfg = root.files["boot/grub2/grub.cfg"] + custom.encode()  # type: ignore[operator]
     for saved in ("3", "mine", "Mine"):  # after the three BLS entries
-        on_custom = with_files(root, {"boot/grub2/grub.cfg": cfg, "boot/grub2/grubenv": grubenv(saved_entry=saved)})
+        on_custom = with_files(
+            root, {"boot/grub2/grub.cfg": cfg, "boot/grub2/grubenv": grubenv(saved_entry=saved)}
+        )
         assert "'Mine', not a BLS entry" in refused(on_custom)
 
 
@@ -138,7 +147,9 @@ def test_an_entry_name_with_a_control_character_is_refused() -> None:
 
 
 def test_the_bls_line_parse_of_blscfg_c() -> None:
-    entry = parse_entry("x.conf", b"  # comment\ntitle  A  B\nlinux\t/vmlinuz-1\nlinux /vmlinuz-2\n\nversion 9\n")
+    entry = parse_entry(
+        "x.conf", b"  # comment\ntitle  A  B\nlinux\t/vmlinuz-1\nlinux /vmlinuz-2\n\nversion 9\n"
+    )
     assert entry.id == "x" and entry.get("title") == "A  B" and entry.get("linux") == "/vmlinuz-1"
     assert entry.get("version") is None  # the empty line ended the parse
     # A space anywhere wins over an earlier tab (strchr ' ' first): the key then holds the tab.

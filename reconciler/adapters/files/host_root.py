@@ -48,7 +48,7 @@ class HostRoot:
                 links += 1
                 if links > MAX_LINKS:
                     raise Undecided(f"/{path}: too many levels of symbolic links")
-                target = os.readlink(candidate)
+                target = str(candidate.readlink())
                 if target.startswith("/"):
                     current = []
                 pending = [p for p in target.split("/") if p not in ("", ".")] + pending

@@ -91,7 +91,7 @@ def sort(entries: tuple[Bls, ...], *, rhel8: bool) -> tuple[Bls, ...]:
         for second in ordered[index + 1 :]:
             if compare(first, second) != 1:
                 raise Undecided(
-                    f"BLS entries {first.id!r} and {second.id!r} have no defined order (they compare as equal)"
+                    f"BLS entries {first.id!r} and {second.id!r} have no defined order (they compare equal)"
                 )
     return tuple(ordered)
 
@@ -117,7 +117,7 @@ def next_kernel(root: Root, *, rhel8: bool) -> tuple[str, str]:
     if chosen.section != "blscfg" or chosen.kernel is None:
         raise Undecided(f"the default is {chosen.title!r}, not a BLS entry")
     release = release_of(chosen.kernel, strip="vmlinuz")
-    return installed(root, release), f"/{ENTRIES}: {chosen.id + '.conf'!r}"
+    return installed(root, release), f"/{ENTRIES}: {f'{chosen.id}.conf'!r}"
 
 
 def _config(root: Root) -> tuple[str, grubcfg.Config]:
@@ -151,7 +151,7 @@ def _config(root: Root) -> tuple[str, grubcfg.Config]:
 
 
 def _env(root: Root, config: str) -> dict[str, str]:
-    """00_header on RHEL: load_env -f ${config_directory}/grubenv (rhel-9-main 00_header.in 58-62)."""
+    """00_header on RHEL: load_env -f ${config_directory}/grubenv (rhel-9-main 00_header.in 56-60)."""
     where = config.rsplit("/", 1)[0] + "/grubenv"
     data = root.read(where)
     if data is None:

@@ -3,13 +3,14 @@
 
 Shapes, from rhboot/grub2 grub-2.12 and Ubuntu noble's grub2 2.12-1ubuntu1 (docs/research/next-kernel.md
 1.1 and 1.5): 00_header's `if [ "${next_entry}" ] ; then ... else set default="D" ; fi`
-(util/grub.d/00_header.in 76-85 in 2.12-1ubuntu1), menuentry/submenu lines with
+(util/grub.d/00_header.in 80-87 in 2.12-1ubuntu1), menuentry/submenu lines with
 `$menuentry_id_option 'ID'` (10_linux.in 181-197), titles single-quoted with '\\'' for a quote
 (grub-mkconfig_lib.in 314-316), and 10_linux's title_correction_code (10_linux.in 189-193).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -99,7 +100,7 @@ class _Builder:
         self.title, title_expanded = head[1]
         self.id: str | None = None
         known = not title_expanded
-        for (word, _), following in zip(head, head[1:], strict=False):
+        for (word, _), following in itertools.pairwise(head):
             if word in ("$menuentry_id_option", "--id"):
                 self.id, id_expanded = following
                 known = known and not id_expanded
@@ -123,68 +124,91 @@ class _Builder:
 def parse(text: str) -> Config:
     lines = [line.strip() for line in text.split("\n")]
     default, header_at = _header(lines)
-    corrections: list[tuple[str, str]] = []
-    top: list[Entry] = []
-    stack: list[_Builder | str] = []  # builders, "if" and "function"
-    section, blscfg_after, cmostest = "", None, False
+    reader = _Reader()
     for number, line in enumerate(lines, 1):
-        if number - 1 in header_at or not line:
-            continue
+        if number - 1 not in header_at and line:
+            reader.line(number, line)
+    if reader.stack:
+        raise Undecided("grub.cfg: a block is not closed at the end of the file")
+    return Config(default, tuple(reader.corrections), tuple(reader.top), reader.blscfg_after, reader.cmostest)
+
+
+class _Reader:
+    """One line at a time: the blocks open (entries, submenus, `if`, functions), the menu so far."""
+
+    def __init__(self) -> None:
+        self.corrections: list[tuple[str, str]] = []
+        self.top: list[Entry] = []
+        self.stack: list[_Builder | str] = []  # builders, "if" and "function"
+        self.section = ""
+        self.blscfg_after: int | None = None
+        self.cmostest = False
+
+    def inside(self) -> _Builder | None:
+        builders = [item for item in self.stack if isinstance(item, _Builder)]
+        return builders[-1] if builders else None
+
+    def line(self, number: int, line: str) -> None:
         if line.startswith("#"):
             marker = _SECTION.fullmatch(line)
             if marker:
-                section = marker.group(2) if marker.group(1) == "BEGIN" else ""
-            continue
-        cmostest = cmostest or "cmostest" in line
-        if _ASSIGNS_DEFAULT.search(line):
-            found = _CORRECTION.findall(line)
-            if found and _CORRECTION.sub("", line).strip() == "":
-                corrections.extend((unquote(old), unquote(new)) for old, new in found)
-                continue
-            if _ALLOWED_DEFAULTS.get(section) != line:
-                raise Undecided(
-                    f"grub.cfg line {number}: another assignment of default, which this reader does not run"
-                )
+                self.section = marker.group(2) if marker.group(1) == "BEGIN" else ""
+            return
+        self.cmostest = self.cmostest or "cmostest" in line
+        if _ASSIGNS_DEFAULT.search(line) and not self._default_line(number, line):
+            return
         head = words(line)
-        first = head[0][0]
-        builders = [item for item in stack if isinstance(item, _Builder)]
-        inside = builders[-1] if builders else None
+        first, inside = head[0][0], self.inside()
         if first in ("menuentry", "submenu"):
             if inside is not None and inside.kind == "menuentry":
                 raise Undecided(f"grub.cfg line {number}: a {first} inside a menuentry")
-            conditional = "if" in stack or (inside is not None and inside.conditional)
-            stack.append(_Builder(first, head, section, conditional))
+            conditional = "if" in self.stack or (inside is not None and inside.conditional)
+            self.stack.append(_Builder(first, head, self.section, conditional))
         elif first == "}":
-            if not stack or stack[-1] == "if":
-                raise Undecided(f"grub.cfg line {number}: a '}}' this reader cannot match")
-            closed = stack.pop()
-            if isinstance(closed, _Builder):
-                (inside_of(stack).children if inside_of(stack) else top).append(closed.build())
+            self._close(number)
         elif inside is not None and inside.kind == "menuentry":
             if first in _LINUX and len(head) > 1:
                 inside.kernels.append(head[1][0])
             if line.endswith("{"):
                 raise Undecided(f"grub.cfg line {number}: a block inside a menuentry")
-        elif first == "function" and line.endswith("{"):
-            stack.append("function")
+        else:
+            self._command(number, line, head)
+
+    def _default_line(self, number: int, line: str) -> bool:
+        """A line assigning default: title_correction_code is kept (False: nothing more to read),
+        08_fallback_counting's is read on (True); any other is refused."""
+        found = _CORRECTION.findall(line)
+        if found and _CORRECTION.sub("", line).strip() == "":
+            self.corrections.extend((unquote(old), unquote(new)) for old, new in found)
+            return False
+        if _ALLOWED_DEFAULTS.get(self.section) != line:
+            raise Undecided(
+                f"grub.cfg line {number}: another assignment of default, which this reader does not run"
+            )
+        return True
+
+    def _close(self, number: int) -> None:
+        if not self.stack or self.stack[-1] == "if":
+            raise Undecided(f"grub.cfg line {number}: a '}}' this reader cannot match")
+        closed = self.stack.pop()
+        if isinstance(closed, _Builder):
+            parent = self.inside()
+            (parent.children if parent is not None else self.top).append(closed.build())
+
+    def _command(self, number: int, line: str, head: list[tuple[str, bool]]) -> None:
+        first = head[0][0]
+        if first == "function" and line.endswith("{"):
+            self.stack.append("function")
         elif first == "if" and head[-1][0] not in ("fi", "fi;"):
-            stack.append("if")
+            self.stack.append("if")
         elif first == "fi":
-            if not stack or stack[-1] != "if":
+            if not self.stack or self.stack[-1] != "if":
                 raise Undecided(f"grub.cfg line {number}: a 'fi' this reader cannot match")
-            stack.pop()
-        elif first == "blscfg" and "function" not in stack:
-            if "if" in stack or inside is not None or blscfg_after is not None:
+            self.stack.pop()
+        elif first == "blscfg" and "function" not in self.stack:
+            if "if" in self.stack or self.inside() is not None or self.blscfg_after is not None:
                 raise Undecided(f"grub.cfg line {number}: a blscfg command this reader does not know")
-            blscfg_after = len(top)
-    if stack:
-        raise Undecided("grub.cfg: a block is not closed at the end of the file")
-    return Config(default, tuple(corrections), tuple(top), blscfg_after, cmostest)
-
-
-def inside_of(stack: list[_Builder | str]) -> _Builder | None:
-    builders = [item for item in stack if isinstance(item, _Builder)]
-    return builders[-1] if builders else None
+            self.blscfg_after = len(self.top)
 
 
 def _header(lines: list[str]) -> tuple[str, set[int]]:

@@ -38,7 +38,7 @@ def installed(root: Root, release: str) -> str:
 
 def refuse_armed_env(env: dict[str, str], where: str) -> None:
     """grubenv states in which grub.cfg itself changes the default at boot (Ubuntu's initrdfail,
-    00_header.in 53-62 in 2.12-1ubuntu1; legacy grub-reboot's prev_saved_entry, 100-106; boot
+    00_header.in 54-63 in 2.12-1ubuntu1; legacy grub-reboot's prev_saved_entry, 100-106; boot
     counting, rhel-9-main 08_fallback_counting.in 10-23): refused rather than simulated."""
     if env.get("initrdfail"):
         raise Undecided(f"{where}: initrdfail is set: the last boot failed and GRUB picks prev_entry")

@@ -13,7 +13,7 @@ from typing import Literal, Protocol
 Kind = Literal["file", "dir", "other"]
 
 
-class Undecided(Exception):  # noqa: N818 (not an error of gpudrv's: the node's files do not say)
+class Undecided(Exception):
     """The next kernel cannot be decided from the files; the message is one line saying why."""
 
 

@@ -11,68 +11,71 @@ def _isalnum(char: str) -> bool:
     return char.isascii() and char.isalnum()
 
 
+def _at(text: str, index: int) -> str:
+    return text[index] if index < len(text) else ""
+
+
+def _separator(c1: str, c2: str, plus: bool) -> int | None:
+    """The tilde and plus rules at this point: a result, 2 to step over both, None when neither applies."""
+    if c1 == "~" or c2 == "~":  # the tilde sorts before everything else
+        return 2 if c1 == c2 else 1 if c1 != "~" else -1
+    if plus and (c1 == "+" or c2 == "+"):  # like the tilde, but a string that ended is older
+        if not c1 or not c2:
+            return -1 if not c1 else 1
+        return 2 if c1 == c2 else 1 if c1 != "+" else -1
+    return None
+
+
+def _segment(text: str, start: int, digits: bool) -> int:
+    """Where the all-digit (or all-letter) segment starting at `start` ends."""
+    end = start
+    while _at(text, end) and (_at(text, end).isdigit() if digits else _at(text, end).isalpha()):
+        if not _at(text, end).isascii():
+            break
+        end += 1
+    return end
+
+
+def _compare_segments(seg1: str, seg2: str, isnum: bool) -> int:
+    if isnum:
+        seg1, seg2 = seg1.lstrip("0"), seg2.lstrip("0")
+        if len(seg1) != len(seg2):  # whichever number has more digits wins
+            return 1 if len(seg1) > len(seg2) else -1
+    if seg1 == seg2:
+        return 0
+    return -1 if _strcmp(seg1, seg2) < 1 else 1
+
+
 def vercmp(a: str, b: str, *, plus: bool = True) -> int:
     """1: a is newer, -1: b is newer, 0: the same (blscfg.c 140-272, byte for byte)."""
     if a == b:
         return 0
     one, two = 0, 0
     skip = "~+" if plus else "~"
-
-    def at(text: str, index: int) -> str:
-        return text[index] if index < len(text) else ""
-
-    while at(a, one) or at(b, two):
-        while at(a, one) and not _isalnum(at(a, one)) and at(a, one) not in skip:
+    while _at(a, one) or _at(b, two):
+        while _at(a, one) and not _isalnum(_at(a, one)) and _at(a, one) not in skip:
             one += 1
-        while at(b, two) and not _isalnum(at(b, two)) and at(b, two) not in skip:
+        while _at(b, two) and not _isalnum(_at(b, two)) and _at(b, two) not in skip:
             two += 1
-        c1, c2 = at(a, one), at(b, two)
-        if c1 == "~" or c2 == "~":  # the tilde sorts before everything else
-            if c1 != "~":
-                return 1
-            if c2 != "~":
-                return -1
+        step = _separator(_at(a, one), _at(b, two), plus)
+        if step == 2:
             one, two = one + 1, two + 1
             continue
-        if plus and (c1 == "+" or c2 == "+"):  # like the tilde, but a string that ended is older
-            if not c1:
-                return -1
-            if not c2:
-                return 1
-            if c1 != "+":
-                return 1
-            if c2 != "+":
-                return -1
-            one, two = one + 1, two + 1
-            continue
-        if not (c1 and c2):
+        if step is not None:
+            return step
+        if not (_at(a, one) and _at(b, two)):
             break
-        end1, end2 = one, two
-        isnum = c1.isdigit()
-        test = (
-            (lambda ch: ch.isascii() and ch.isdigit())
-            if isnum
-            else (lambda ch: ch.isascii() and ch.isalpha())
-        )
-        while at(a, end1) and test(at(a, end1)):
-            end1 += 1
-        while at(b, end2) and test(at(b, end2)):
-            end2 += 1
-        if one == end1:
-            return -1  # "cannot happen": arbitrary, as in blscfg.c
-        if two == end2:
-            return 1 if isnum else -1  # numeric segments are newer than alpha ones
-        seg1, seg2 = a[one:end1], b[two:end2]
-        if isnum:
-            seg1, seg2 = seg1.lstrip("0"), seg2.lstrip("0")
-            if len(seg1) != len(seg2):
-                return 1 if len(seg1) > len(seg2) else -1
-        if seg1 != seg2:
-            return -1 if _strcmp(seg1, seg2) < 1 else 1
+        isnum = _at(a, one).isdigit()
+        end1, end2 = _segment(a, one, isnum), _segment(b, two, isnum)
+        if two == end2:  # a numeric segment is newer than an alpha one ("one == end1" cannot happen)
+            return 1 if isnum else -1
+        result = _compare_segments(a[one:end1], b[two:end2], isnum)
+        if result:
+            return result
         one, two = end1, end2
-    if not at(a, one) and not at(b, two):
+    if not _at(a, one) and not _at(b, two):
         return 0
-    return -1 if not at(a, one) else 1
+    return -1 if not _at(a, one) else 1
 
 
 def _strcmp(a: str, b: str) -> int:
