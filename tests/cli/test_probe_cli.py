@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from pathlib import Path
 
-from tests.conftest import run_gpudrv
+from tests.conftest import gpudrv_command, gpudrv_env, run_gpudrv
 from tests.unit.boot_roots import grubenv, ubuntu
 
 LABEL = "gpudrv.dev/kernel-version.next"
@@ -62,9 +63,7 @@ def test_cannot_decide_is_one_line_exit_2_and_the_stale_file_removed(tmp_path: P
 
 def test_a_hostile_entry_is_escaped_in_the_one_line(tmp_path: Path) -> None:
     root = host(tmp_path)
-    (root / "boot/grub/grubenv").write_bytes(grubenv(initrdfail="1"))
-    (root / "boot/vmlinuz-6.8.0-60\x1b[31m-generic").write_bytes(b"")
-    (root / "boot/grub/grubenv").unlink()
+    (root / "boot/vmlinuz-6.8.0-60\x1b[31m-generic").write_bytes(b"")  # not in grub.cfg, and not a release
     line = one_line_error(run_gpudrv("probe", "--root", str(root)))
     assert "\x1b" not in line and "\\x1b" in line, line
 
@@ -78,3 +77,38 @@ def test_bad_input(tmp_path: Path) -> None:
     assert "cannot write" in one_line_error(
         run_gpudrv("probe", "--root", str(host(tmp_path)), "--write", str(out))
     )
+
+
+def wait_for(check: object, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def test_the_loop_runs_again_when_the_hook_touches_the_trigger(tmp_path: Path) -> None:
+    root = host(tmp_path)
+    out = tmp_path / "gpudrv-next-kernel"
+    trigger = root / "var/lib/gpudrv-probe/trigger"
+    trigger.parent.mkdir(parents=True)
+    command = [*gpudrv_command(), "probe", "--root", str(root), "--write", str(out), "--every", "1h"]
+    command += ["--trigger", "var/lib/gpudrv-probe/trigger"]
+    with subprocess.Popen(command, env=gpudrv_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE) as loop:
+        try:
+            wait_for(lambda: out.exists())
+            assert out.read_text().splitlines()[-1] == f"{LABEL}=6.8.0-52-generic"
+            # What grub-reboot does, then the kernel hook: the next run comes in seconds, not in an hour.
+            (root / "boot/grub/grubenv").write_bytes(grubenv(next_entry="1>2"))
+            trigger.touch()
+            wait_for(lambda: LABEL not in out.read_text())  # 6.8.0-45-generic: the running kernel
+            # A refusal on a later run removes the file and the loop goes on.
+            (root / "boot/grub/grubenv").write_bytes(grubenv(initrdfail="1"))
+            trigger.write_text("again")
+            wait_for(lambda: not out.exists())
+            assert loop.poll() is None
+        finally:
+            loop.terminate()
+            _, stderr = loop.communicate(timeout=30)
+    assert b"initrdfail" in stderr
