@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.conftest import gpudrv_command, gpudrv_env, run_gpudrv
@@ -79,10 +80,10 @@ def test_bad_input(tmp_path: Path) -> None:
     )
 
 
-def wait_for(check: object, seconds: float = 30.0) -> None:
+def wait_for(check: Callable[[], bool], seconds: float = 30.0) -> None:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
+        if check():
             return
         time.sleep(0.2)
     raise AssertionError("timed out")
@@ -97,7 +98,7 @@ def test_the_loop_runs_again_when_the_hook_touches_the_trigger(tmp_path: Path) -
     command += ["--trigger", "var/lib/gpudrv-probe/trigger"]
     with subprocess.Popen(command, env=gpudrv_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE) as loop:
         try:
-            wait_for(lambda: out.exists())
+            wait_for(out.exists)
             assert out.read_text().splitlines()[-1] == f"{LABEL}=6.8.0-52-generic"
             # What grub-reboot does, then the kernel hook: the next run comes in seconds, not in an hour.
             (root / "boot/grub/grubenv").write_bytes(grubenv(next_entry="1>2"))
