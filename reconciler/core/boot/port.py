@@ -50,7 +50,7 @@ class Memory:
         return data
 
     def _directories(self) -> set[str]:
-        found = set(self.dirs)
+        found = {"", *self.dirs}  # "": the root itself
         for path in [*self.files, *self.dirs]:
             parts = path.split("/")
             found.update("/".join(parts[:i]) for i in range(1, len(parts)))
@@ -64,6 +64,6 @@ class Memory:
     def names(self, path: str) -> tuple[str, ...] | None:
         if path not in self._directories():
             return None
-        prefix = path + "/"
+        prefix = f"{path}/" if path else ""
         children = {p[len(prefix) :].split("/")[0] for p in [*self.files, *self.dirs] if p.startswith(prefix)}
         return tuple(sorted(children))
