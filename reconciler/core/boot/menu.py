@@ -24,7 +24,7 @@ class Entry:
     or id is computed at boot (a variable in it); `conditional` when an `if` decides whether it exists."""
 
     title: str
-    id: str | None
+    id: str | None  # None: GRUB makes the title its id (grub-2.12 commands/menuentry.c 152)
     kernel: str | None = None  # the path on its one `linux` line
     children: tuple[Entry, ...] | None = None  # a submenu's entries
     section: str = ""  # the /etc/grub.d script that wrote it
