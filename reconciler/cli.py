@@ -293,9 +293,19 @@ def _options(args: argparse.Namespace) -> Options:
 
 
 # The handler each parser names (arguments/verbs.py).
+def _probe(a: argparse.Namespace) -> int:
+    from reconciler.commands import probe
+
+    if a.trigger and a.every is None:
+        raise GpudrvError("probe: --trigger needs --every (the loop that watches it)")
+    if a.every is not None and a.every < 1:
+        raise GpudrvError(f"probe: --every {a.every:g}s: give 1s or more")
+    return probe.run(probe.Settings(a.root, a.write, a.every, a.trigger))
+
+
 HANDLERS: dict[str, Handler] = {
     "tag": _tag, "audit": _audit, "init": _init, "explain": _explain, "matrix_validate": _matrix_validate,
     "matrix_add": _matrix_add, "matrix_verify": _matrix_verify, "history": _history, "impact": _impact,
     "diff": _diff, "manifests_validate": _manifests_validate, "plan": _plan, "apply": _apply, "drain": _drain,
-    "status": _status, "report": _report, "reconcile": _reconcile,
+    "status": _status, "report": _report, "reconcile": _reconcile, "probe": _probe,
 }  # fmt: skip

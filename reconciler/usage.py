@@ -210,6 +210,21 @@ USAGE: dict[str, Usage] = {
             ("gpudrv reconcile --repo https://github.com/acme/fleet --check-access", "its RBAC, checked"),
         ),
     ),
+    "probe": Usage(
+        "run on a node: the kernel it boots next, as an NFD feature file",
+        "Reads the boot loader's files under --root (GRUB's grub.cfg and grubenv on Debian and Ubuntu, BLS "
+        "entries on RHEL 8 and 9) as the boot loader would, and prints (or --write writes, atomically) "
+        "a features.d file with gpudrv.dev/kernel-version.next=KERNEL, absent when the next kernel is "
+        "the running one. Exit 0 decided, 2 cannot decide (one line saying why; --write removes the file).",
+        (
+            ("gpudrv probe --root /host", "print the feature file"),
+            ("gpudrv probe --root /host --write /features.d/gpudrv-next-kernel", "write it atomically"),
+            (
+                "gpudrv probe --root /host --write /features.d/gpudrv-next-kernel --every 10m",
+                "the DaemonSet's loop",
+            ),
+        ),
+    ),
 }
 
 

@@ -66,6 +66,7 @@ def build() -> argparse.ArgumentParser:
     _add_diff_command(commands, selector)
     _add_init_command(commands)
     _add_reconcile_command(commands)
+    _add_probe_command(commands)
     return parser
 
 
@@ -300,3 +301,23 @@ def _add_reconcile_command(commands: SubParsers) -> None:
     reconcile_cmd = commands.add_parser("reconcile", **usage.of("reconcile"))
     reconcile_options(reconcile_cmd)
     reconcile_cmd.set_defaults(handler="reconcile")
+
+
+def _add_probe_command(commands: SubParsers) -> None:
+    probe_cmd = commands.add_parser("probe", **usage.of("probe"))
+    probe_cmd.add_argument(
+        "--root", type=path("--root"), default=Path("/"), metavar="DIR", help="the host's root (default /)"
+    )
+    probe_cmd.add_argument(
+        "--write", type=file_path("--write"), metavar="PATH", help="the feature file (default: stdout)"
+    )
+    probe_cmd.add_argument(
+        "--every", type=seconds, metavar="DURATION", help="run again every DURATION (5m, 1h)"
+    )
+    probe_cmd.add_argument(
+        "--trigger",
+        type=given("--trigger", "path"),
+        metavar="PATH",
+        help="with --every: run at once when this file under --root changes (a kernel hook touches it)",
+    )
+    probe_cmd.set_defaults(handler="probe")

@@ -21,8 +21,9 @@ from tests.hostile.fake_api import Answer, FakeApi, Request
 
 SCHEMAS = REPO / "schemas" / "output"
 # Commands that print no results to read: init writes a repository, reconcile runs a loop (its
-# --check-access has -o json, checked below). Anything else without -o json fails this file.
-NO_DATA = {"init", "reconcile"}
+# --check-access has -o json, checked below); probe's output is NFD's feature-file format, which is
+# the data. Anything else without -o json fails this file.
+NO_DATA = {"init", "reconcile", "probe"}
 
 
 def schema(kind: str) -> dict[str, Any]:

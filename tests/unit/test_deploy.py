@@ -103,3 +103,58 @@ def test_the_dockerfile_is_slim_python_and_non_root() -> None:
     (user,) = re.findall(r"^USER (\S+)", text, re.M)
     assert user.split(":")[0] not in ("0", "root")
     assert re.search(r'^ENTRYPOINT \["gpudrv"\]', text, re.M)
+
+
+# --- deploy/probe: the next-kernel probe on every GPU node (issue 24) ---------------------------------
+
+PROBE = DEPLOY / "probe"
+FEATURES_D = "/etc/kubernetes/node-feature-discovery/features.d"  # NFD's local source (local.go 65)
+
+
+def probe_pod() -> dict[str, Any]:
+    (doc,) = documents(PROBE / "daemonset.yaml")
+    assert doc["kind"] == "DaemonSet"
+    spec: dict[str, Any] = doc["spec"]["template"]["spec"]
+    return spec
+
+
+def test_the_probe_daemonset_runs_the_probe_with_arguments_gpudrv_takes() -> None:
+    (found,) = probe_pod()["containers"]
+    args = parsed(found["args"])
+    assert args.command == "probe" and args.every == 600 and str(args.root) == "/host"
+    assert str(args.write.parent) == FEATURES_D and not args.write.name.startswith(".")  # NFD skips dot files
+    mounts = {mount["mountPath"]: mount for mount in found["volumeMounts"]}
+    assert mounts[FEATURES_D].get("readOnly") is not True
+    trigger = f"{args.root}/{args.trigger}"
+    assert any(trigger.startswith(path + "/") and mounts[path]["readOnly"] for path in mounts)
+
+
+def test_the_probe_reads_the_host_read_only_with_no_capabilities_on_gpu_nodes_only() -> None:
+    pod = probe_pod()
+    (found,) = pod["containers"]
+    volumes = {volume["name"]: volume for volume in pod["volumes"]}
+    for mount in found["volumeMounts"]:
+        host_path = volumes[mount["name"]]["hostPath"]["path"]
+        if mount["mountPath"] != FEATURES_D:
+            assert mount["readOnly"] is True and mount["mountPath"] == "/host" + host_path
+        else:
+            assert host_path == FEATURES_D
+    security = found["securityContext"]
+    assert security["readOnlyRootFilesystem"] is True and security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"] and "add" not in security["capabilities"]
+    assert not security.get("privileged") and not pod.get("hostPID") and not pod.get("hostNetwork")
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert "memory" in found["resources"]["limits"]
+
+
+def test_the_kernel_hooks_run_after_the_boot_loader_s_own() -> None:
+    hooks = PROBE / "hooks"
+    debian, rhel = hooks / "zzz-gpudrv-probe", hooks / "99-zzz-gpudrv-probe.install"
+    # run-parts: names of [A-Za-z0-9_-] only, C-locale order; after zz-update-grub.
+    assert re.fullmatch(r"[A-Za-z0-9_-]+", debian.name) and debian.name > "zz-update-grub"
+    # kernel-install: `sort -V` (the same as this key for these names); after 99-grub-mkconfig.install.
+    assert sorted(["99-grub-mkconfig.install", "20-grub.install", rhel.name])[-1] == rhel.name
+    for hook in (debian, rhel):
+        assert hook.stat().st_mode & 0o111 and hook.read_text().rstrip().endswith("exit 0")
+        assert "/var/lib/gpudrv-probe/trigger" in hook.read_text()
