@@ -188,3 +188,76 @@ def test_the_loop_reports_a_missing_image_clears_it_refuses_a_broken_commit_and_
     assert "SIGTERM: stopping after this step" in output and "released the lease" in output
     assert output.rstrip().endswith("gpudrv.reconcile: stopped")
     assert "Traceback" not in output
+
+
+APF_429 = Answer(
+    429,
+    json.dumps(
+        {"kind": "Status", "code": 429, "reason": "TooManyRequests", "message": "Too many requests"}
+    ).encode(),
+    {"Content-Type": "application/json", "Retry-After": "1"},
+)
+BUSY_SECONDS = 60.0  # issue 30: a server that throttles every request for a minute
+
+
+class Busy(Cluster):
+    """The same cluster, until `busy()`: then every request is API Priority and Fairness's 429 with
+    Retry-After 1, for BUSY_SECONDS."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.until = 0.0
+        self.refused = 0
+
+    def busy(self) -> None:
+        self.until = time.monotonic() + BUSY_SECONDS
+
+    def __call__(self, request: Request) -> Answer:
+        if time.monotonic() < self.until:
+            self.refused += 1
+            return APF_429
+        return super().__call__(request)
+
+
+def test_a_minute_of_throttling_keeps_the_last_good_state_and_never_spins(tmp_path: Path) -> None:
+    src, bare = tmp_path / "src", tmp_path / "bare.git"
+    src.mkdir()
+    git(src, "init", "-q")
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    commit(src, bare, HEADER + ROW, "the fleet")
+    cluster = Busy()
+    with serving(cluster) as api:
+        port, log, kubeconfig = free_port(), tmp_path / "reconcile.log", api.kubeconfig(tmp_path / "kc")
+        command = [
+            *gpudrv_command(), "reconcile", "--repo", str(bare), "--kubeconfig", str(kubeconfig),
+            "--listen", f"127.0.0.1:{port}", "--workdir", str(tmp_path / "work"), "--no-leader-election",
+            "--interval", "1s", "--resync", "5s",  # a full audit, and a contract read, every 5 s
+        ]  # fmt: skip
+        with log.open("wb") as out:
+            process = subprocess.Popen(command, env=gpudrv_env(), stdout=out, stderr=subprocess.STDOUT)
+        loop = Process(process, port, log)
+        try:
+            missing = (("node", "b"), ("tag", LACKED))
+            loop.until("the audit", lambda: loop.series("gpudrv_node_image_missing").get(missing) == 1)
+            before = len(api.requests)
+            cluster.busy()
+            health = []
+            while time.monotonic() < cluster.until:
+                health.append(loop.get("/healthz")[0])
+                assert loop.series("gpudrv_node_image_missing").get(missing) == 1  # the last good state
+                time.sleep(1)
+            assert process.poll() is None and set(health) == {200}, health
+            sent = len(api.requests) - before
+            waits = sum(loop.series("gpudrv_api_server_waits_total").values())
+            errors = loop.series("gpudrv_audit_errors_total").get((), 0)
+            # Never spins: each request waits the second it is asked to, so a minute holds few of them.
+            assert 10 <= sent <= 150 and waits >= 10 and errors >= 1, (sent, waits, errors)
+            output = log.read_text()
+            assert output.count("waiting for the cluster: the API server asked to wait 1 s (429)") == waits
+            assert "Traceback" not in output and "PDB" not in output
+            loop.until("a full audit again", lambda: loop.get("/readyz")[0] == 200, 30)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait(10)
+    print(f"\na minute of 429s: {sent} requests, {waits:.0f} waits, {errors:.0f} audits that could not run")
