@@ -66,8 +66,7 @@ def test_a_throttled_read_only_command_waits_it_out(faulty: Faulty) -> None:
     process = faulty.start("audit", "--matrix", "matrix/support-matrix.csv")
     out, _ = process.communicate(timeout=120)
     proxy.refuse = None
-    assert process.returncode in (0, 1), out  # an answer, not an error
     assert throttle.refused["node list"] == 2
     assert out.count("gpudrv: waiting for the cluster: the API server asked to wait 1 s (429)") == 2, out
-    assert "lab-node-1" in out or "OK:" in out, out  # the lab's nodes, audited through the proxy
+    assert (process.returncode, out.splitlines()[-1]) == (0, "OK"), out  # the answer it would have given
     assert lab.labels(NODE)
