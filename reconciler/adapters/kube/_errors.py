@@ -91,19 +91,14 @@ def refusal(
     document = document if isinstance(document, dict) else {}
     details = document.get("details")
     details = details if isinstance(details, dict) else {}
-    causes = details.get("causes")
-    causes = tuple(
-        str(c["message"])
-        for c in (causes if isinstance(causes, list) else [])
-        if isinstance(c, dict) and c.get("message")
-    )
+    listed = details.get("causes")
+    causes = [c for c in (listed if isinstance(listed, list) else []) if isinstance(c, dict)]
+    messages = tuple(str(c["message"]) for c in causes if c.get("message"))
     kind = BY_STATUS.get(status, ApiError)
-    error = kind(host, status, first_line(str(reason)), str(document.get("message", "")).strip(), causes)
+    error = kind(host, status, first_line(str(reason)), str(document.get("message", "")).strip(), messages)
     error.method = method
     error.retry_after = _header(headers, "Retry-After")
-    listed = details.get("causes")
-    listed = listed if isinstance(listed, list) else []
-    error.cause_reasons = tuple(str(c["reason"]) for c in listed if isinstance(c, dict) and c.get("reason"))
+    error.cause_reasons = tuple(str(c["reason"]) for c in causes if c.get("reason"))
     return error
 
 
