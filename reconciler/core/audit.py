@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from reconciler.core.driver_images import FleetNote, Want, Wants
 from reconciler.core.operator import DriverResource, Mode
-from reconciler.core.tags import KERNEL, Node, TagError, tag
+from reconciler.core.tags import KERNEL, Node, TagError, next_kernel, rebooted, tag
 
 
 class Status(StrEnum):
     MISSING = "MISSING"
     INVALID = "INVALID"
+    NEXT_MISSING = "NEXT-MISSING"  # the image for the kernel the node boots next is not there
 
 
 @dataclass(frozen=True)
@@ -24,11 +25,17 @@ class Finding:
     origin: str | None = None
     image: str | None = None  # the full reference the GPU Operator pulls (None in the lab)
     resource: DriverResource | None = None  # the operator resource that decides the node's driver
-    kernel: str | None = None  # the node's kernel label, for messages about the image it lacks
+    kernel: str | None = None  # the node's kernel label (NEXT-MISSING: its next kernel)
+
+    @property
+    def lacks_image(self) -> bool:
+        return self.status in (Status.MISSING, Status.NEXT_MISSING)
 
     def line(self) -> str:
-        subject = self.image if self.status is Status.MISSING and self.image else self.detail
+        subject = self.image if self.lacks_image and self.image else self.detail
         text = f"{self.node} {self.status} {subject}"
+        if self.status is Status.NEXT_MISSING:
+            text += f" (kernel {self.kernel}, at its next reboot)"
         return f"{text} ({self.resource.ref})" if self.resource else text
 
 
@@ -48,9 +55,24 @@ class AuditResult:
 def audit(nodes: Iterable[Node], matrix_tags: frozenset[str]) -> AuditResult:
     """The lab's audit of the nodes labelled gpu.present=true, in node-name order."""
     gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
-    findings = [finding for node in gpu_nodes if (finding := check(node, matrix_tags))]
     tags = {node.name: _tag_or_none(node) for node in gpu_nodes}
+    findings = []
+    for node in gpu_nodes:
+        findings += [finding] if (finding := check(node, matrix_tags)) else []
+        if tags[node.name] is not None and (finding := _check_lab_next(node, matrix_tags)):
+            findings.append(finding)
     return AuditResult(tuple(node.name for node in gpu_nodes), tuple(findings), tags=tags)
+
+
+def _check_lab_next(node: Node, matrix_tags: frozenset[str]) -> Finding | None:
+    try:
+        kernel = next_kernel(node)
+    except TagError as exc:
+        return check_next(Want(node, reason=exc.reason), matrix_tags)
+    if kernel is None:
+        return None
+    later = rebooted(node, kernel)
+    return check_next(Want(later, tag=tag(later)), matrix_tags)
 
 
 def _tag_or_none(node: Node) -> str | None:
@@ -61,11 +83,24 @@ def _tag_or_none(node: Node) -> str | None:
 
 
 def audit_wants(found: Wants, matrix_tags: frozenset[str]) -> AuditResult:
-    """The audit of the images the driver contract gives each GPU node, with the fleet's notes."""
-    findings = [finding for want in found.wants if (finding := check_want(want, matrix_tags))]
+    """The audit of the images the driver contract gives each GPU node, on the kernel it runs and on the
+    kernel it boots next, with the fleet's notes; findings in node-name order, the running kernel's first."""
+    now = [finding for want in found.wants if (finding := check_want(want, matrix_tags))]
+    later = [finding for want in found.next_wants if (finding := check_next(want, matrix_tags))]
+    findings = sorted(now + later, key=lambda finding: finding.node)  # stable: a node's running one first
     audited = tuple(want.node.name for want in found.wants)
     tags = {want.node.name: want.tag for want in found.wants}
     return AuditResult(audited, tuple(findings), found.contract.mode, found.notes, tags)
+
+
+def check_next(want: Want, matrix_tags: frozenset[str]) -> Finding | None:
+    """A finding for the image the node needs on its next kernel (core/driver_images.next_want)."""
+    finding = check_want(want, matrix_tags)
+    if finding is None:
+        return None
+    if finding.status is Status.INVALID:
+        return replace(finding, detail=f"next kernel: {finding.detail}")
+    return replace(finding, status=Status.NEXT_MISSING)
 
 
 def check(node: Node, matrix_tags: frozenset[str]) -> Finding | None:

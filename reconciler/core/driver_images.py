@@ -53,6 +53,9 @@ class Wants:
     contract: Contract
     wants: tuple[Want, ...]
     notes: tuple[FleetNote, ...] = ()
+    # The image each node needs on the kernel it boots next (tags.NEXT_KERNEL), for the nodes whose
+    # next kernel differs from the running one and whose running want has a tag; in node-name order.
+    next_wants: tuple[Want, ...] = ()
 
 
 def wants(contract: Contract, nodes: Iterable[Node]) -> Wants:
@@ -60,7 +63,19 @@ def wants(contract: Contract, nodes: Iterable[Node]) -> Wants:
     gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
     found = tuple(want_of(contract, node) for node in gpu_nodes)
     notes = mixed_os_notes(contract, gpu_nodes) if contract.mode is Mode.CLUSTER_POLICY else ()
-    return Wants(contract, found, notes)
+    upcoming = tuple(later for want in found if want.tag is not None and (later := next_want(contract, want)))
+    return Wants(contract, found, notes, upcoming)
+
+
+def next_want(contract: Contract, want: Want) -> Want | None:
+    """The image the node needs once it reboots into its next kernel, under the same contract (an
+    NVIDIADriver that selects by kernel is chosen again); None when the next kernel is the running one.
+    A next-kernel label that cannot be part of a tag is a Want with its reason, on the node as it is."""
+    try:
+        kernel = tags.next_kernel(want.node)
+    except TagError as exc:
+        return Want(want.node, want.resource, reason=exc.reason)
+    return want_of(contract, tags.rebooted(want.node, kernel)) if kernel else None
 
 
 def want_of(contract: Contract, node: Node) -> Want:

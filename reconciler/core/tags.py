@@ -18,6 +18,9 @@ KERNEL = "feature.node.kubernetes.io/kernel-version.full"
 OS_ID = "feature.node.kubernetes.io/system-os_release.ID"
 OS_VERSION_ID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 UPGRADE_STATE = "nvidia.com/gpu-driver-upgrade-state"
+# The kernel a node boots next, published by `gpudrv probe` through NFD's local source (core/boot/nfd.py);
+# absent when the next kernel is the running one.
+NEXT_KERNEL = "gpudrv.dev/kernel-version.next"
 
 # The newest GPU Operator rule (v26.7.0 getOSTag) keeps only the major version for these distributions;
 # reconciler/data/os-tag-rules.json has the rule of every release (a unit test keeps the two equal).
@@ -103,6 +106,23 @@ def node_os_tag(node: Node, os_tagger: Callable[[str, str], str] = os_tag) -> st
         return os_tagger(os_id, version)
     except ValueError as exc:
         raise TagError(node.name, f"label {OS_VERSION_ID}={version!r}: {exc}") from None
+
+
+def next_kernel(node: Node) -> str | None:
+    """The kernel the node boots next when it differs from the one it runs, or None; TagError when the
+    label is there but cannot be part of an image tag."""
+    if NEXT_KERNEL not in node.labels:
+        return None
+    value = label(node, NEXT_KERNEL, KERNEL_PATTERN, "cannot be part of an image tag")
+    return None if value == node.labels.get(KERNEL) else value
+
+
+def rebooted(node: Node, kernel: str) -> Node:
+    """The node as NFD will label it once it runs `kernel`: the running-kernel label moved, the next
+    one gone."""
+    labels = {key: value for key, value in node.labels.items() if key != NEXT_KERNEL}
+    labels[KERNEL] = kernel
+    return Node(node.name, labels, node.origin)
 
 
 def tag(node: Node) -> str:

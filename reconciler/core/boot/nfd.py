@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import re
 
-LABEL = "gpudrv.dev/kernel-version.next"
+from reconciler.core import tags
+
+LABEL = tags.NEXT_KERNEL
+
 MAX_FILE = 65536
 _VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")  # a Kubernetes label value
 
