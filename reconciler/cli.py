@@ -42,7 +42,7 @@ def _guarded_main(argv: Sequence[str] | None) -> int:
 # Commands that only read the live cluster and have no --from at all.
 LIVE_ONLY = frozenset({"drain"})
 # Commands whose --from reads manifests instead of the cluster (for the others it is the desired state).
-OFFLINE = frozenset({"tag", "audit", "explain", "report", "impact"})
+OFFLINE = frozenset({"tag", "audit", "explain", "report", "impact", "preflight"})
 
 
 def _main(argv: Sequence[str] | None) -> int:
@@ -147,6 +147,15 @@ def _audit(a: argparse.Namespace) -> int:
     from reconciler.commands import audit
 
     return audit.run(_source(a), a.matrix, a.output)
+
+
+def _preflight(a: argparse.Namespace) -> int:
+    from reconciler.commands import preflight
+
+    repository = groups.repository(a) if a.registry is not None else None
+    return preflight.run(
+        _source(a), a.kernel, a.matrix, a.output, repository=repository, concurrency=a.concurrency
+    )
 
 
 def _matrix_verify(a: argparse.Namespace) -> int:
@@ -307,5 +316,5 @@ HANDLERS: dict[str, Handler] = {
     "tag": _tag, "audit": _audit, "init": _init, "explain": _explain, "matrix_validate": _matrix_validate,
     "matrix_add": _matrix_add, "matrix_verify": _matrix_verify, "history": _history, "impact": _impact,
     "diff": _diff, "manifests_validate": _manifests_validate, "plan": _plan, "apply": _apply, "drain": _drain,
-    "status": _status, "report": _report, "reconcile": _reconcile, "probe": _probe,
+    "status": _status, "report": _report, "reconcile": _reconcile, "probe": _probe, "preflight": _preflight,
 }  # fmt: skip

@@ -57,6 +57,21 @@ USAGE: dict[str, Usage] = {
             ("gpudrv audit --registry registry.example.com/nvidia/driver", "the registry instead"),
         ),
     ),
+    "preflight": Usage(
+        "before a kernel bump: the image each GPU node would need on kernel K, by pool",
+        "Every node labelled nvidia.com/gpu.present=true (live or under --from DIR, -l to narrow), moved to "
+        "kernel K with its own OS and driver, under the driver contract in force (lab, ClusterPolicy or "
+        "NVIDIADriver, and the operator release's os-tag rule). Each pool (OS, driver) whose image is not "
+        "in the matrix (or, with --registry, the registry): a heading with the image, then `NODE MISSING "
+        "IMAGE` per node. Exit 0 every node ready (`OK: N GPU nodes ready for kernel K`), 1 a node without "
+        "its image or without a tag, 2 an error, a kernel that cannot be part of a tag, or no GPU node "
+        "(--allow-empty).",
+        (
+            ("gpudrv preflight --from clusters/lab --kernel 5.15.0-119-generic", "the pools that lack it"),
+            ("gpudrv preflight -l pool=a100 --kernel 6.8.0-60-generic", "live, one pool"),
+            ("gpudrv preflight --kernel 6.8.0-60-generic --registry", "gpudrv.yaml's registry instead"),
+        ),
+    ),
     "matrix": Usage(
         "validate, extend, verify and trace the support matrix",
         "The support matrix is a CSV of the driver images that were built: driver_branch,kernel,os_tag.",

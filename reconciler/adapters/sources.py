@@ -10,7 +10,7 @@ from pathlib import Path
 from reconciler.adapters import files, kube
 from reconciler.adapters.cluster import Cluster, connect, gpu_operator
 from reconciler.adapters.files import config, manifests, operator_contract, schemas
-from reconciler.core import matrix, reads
+from reconciler.core import matrix, preflight, reads
 from reconciler.core.driver_images import Wants
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract
@@ -93,11 +93,13 @@ class NodeSource:
             return self.offline.contract
         return gpu_operator.live_contract(self.live.gateway, self.operator_version)
 
-    def wants(self) -> Wants:
+    def wants(self, kernel: str | None = None) -> Wants:
         """Every GPU node with the image the contract gives it (read the resources first: a broken
-        resource is reported before any node is read)."""
+        resource is reported before any node is read); `kernel`: on that kernel instead of its own
+        (gpudrv preflight)."""
         contract = self.contract()
-        found = operator_contract.wants(contract, self.gpu_nodes(reads.for_contract(contract)))
+        nodes = self.gpu_nodes(reads.for_contract(contract))
+        found = operator_contract.wants(contract, preflight.on_kernel(nodes, kernel) if kernel else nodes)
         if self.from_dir is not None and self.offline.problems:
             return replace(found, notes=(*self.offline.problems, *found.notes))
         return found

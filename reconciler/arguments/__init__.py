@@ -19,7 +19,7 @@ from typing import Any
 
 from reconciler.adapters.files import config
 from reconciler.commands.settings import DEFAULT_MATRIX, ApplySettings
-from reconciler.core import duration, flags, label_selector
+from reconciler.core import duration, flags, label_selector, preflight
 from reconciler.core.flags import Kind
 from reconciler.errors import GpudrvError
 
@@ -125,6 +125,16 @@ def selector(text: str) -> label_selector.LabelSelector | Empty:
         return label_selector.parse(text)
     except label_selector.SelectorError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def kernel(text: str) -> str | Empty:
+    """preflight's --kernel: a kernel that can be part of an image tag, as NFD spells one."""
+    if not text:
+        return Empty("--kernel", "kernel")
+    problem = preflight.kernel_problem(text)
+    if problem is not None:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def positive(text: str) -> int:

@@ -11,7 +11,17 @@ from typing import TYPE_CHECKING
 
 from reconciler import __version__, parsing, usage
 from reconciler.adapters.files import config
-from reconciler.arguments import DEFAULT_MANIFESTS, GITHUB_HELP, add, file_path, given, path, seconds, values
+from reconciler.arguments import (
+    DEFAULT_MANIFESTS,
+    GITHUB_HELP,
+    add,
+    file_path,
+    given,
+    kernel,
+    path,
+    seconds,
+    values,
+)
 from reconciler.arguments.groups import (
     allow_empty_option,
     cluster_options,
@@ -59,6 +69,7 @@ def build() -> argparse.ArgumentParser:
     registry_options(audit_cmd, audit=True)
     audit_cmd.set_defaults(handler="audit")
 
+    _add_preflight_command(commands, [nodes, selector, empty, matrix_file])
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
     _add_upgrade_commands(commands, [nodes, selector, empty], matrix_file, output)
@@ -68,6 +79,21 @@ def build() -> argparse.ArgumentParser:
     _add_reconcile_command(commands)
     _add_probe_command(commands)
     return parser
+
+
+def _add_preflight_command(commands: SubParsers, parents: list[argparse.ArgumentParser]) -> None:
+    preflight_cmd = commands.add_parser(
+        "preflight", parents=[*parents, output_option(Output.GITHUB)], **usage.of("preflight")
+    )
+    preflight_cmd.add_argument(
+        "--kernel",
+        required=True,
+        type=kernel,
+        metavar="KERNEL",
+        help="the kernel to check, as NFD's kernel-version.full spells it (6.8.0-60-generic)",
+    )
+    registry_options(preflight_cmd, audit=True)
+    preflight_cmd.set_defaults(handler="preflight")
 
 
 def _add_init_command(commands: SubParsers) -> None:

@@ -32,6 +32,7 @@ KERNEL_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 OS_TAG_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 # An OCI tag: at most 128 characters of [A-Za-z0-9_.-], not starting with '.' or '-'.
 TAG_PATTERN = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$"
+TAG_LENGTH = 128
 OS_RELEASE_PATTERN = r"^[a-z0-9._-]+$"
 
 
@@ -82,6 +83,11 @@ def os_tag(os_id: str, version_id: str) -> str:
 
 def valid_tag(tag: str) -> bool:
     return _full(TAG_PATTERN, tag)
+
+
+def valid_kernel(kernel: str) -> bool:
+    """Can `kernel` be part of an image tag (the kernel label's pattern, no longer than a tag)?"""
+    return _full(KERNEL_PATTERN, kernel) and len(kernel) <= TAG_LENGTH
 
 
 def invalid_tag_reason(tag: str) -> str:

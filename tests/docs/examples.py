@@ -34,7 +34,7 @@ ATTRIBUTE = re.compile(r'(\w+)="([^"]*)"')
 # Blocks that may show commands; config (yaml, json, ...) and output (text) blocks do not.
 COMMAND_LANGUAGES = {"", "console", "sh", "bash", "shell"}
 GPUDRV_VERBS = (
-    "tag|audit|matrix|manifests|plan|apply|drain|status|report|explain|diff|init|reconcile|probe|"
+    "tag|audit|matrix|manifests|plan|apply|drain|status|report|explain|diff|init|reconcile|probe|preflight|"
     "--help|--version"
 )
 # A command line runs gpudrv: at the start, or after `;`, `&&`, `|`, `do`, `then`; maybe with
