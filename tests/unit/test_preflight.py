@@ -26,7 +26,7 @@ def gpu(name: str, branch: str = "550", os_id: str = "ubuntu", version: str = "2
         KERNEL: "5.15.0-119-generic",
         OS_ID: os_id,
         OS_VERSION_ID: version,
-        MAJOR: version.split(".")[0],
+        MAJOR: version.split(".", maxsplit=1)[0],
         **more,
     }
     return Node(name, labels, f"nodes/{name}.yaml:1")
