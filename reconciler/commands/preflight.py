@@ -16,7 +16,7 @@ from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import preflight, registry
 from reconciler.render import document
-from reconciler.render import preflight as show
+from reconciler.render.preflight import Against, annotate, as_json, as_text, closing, summary
 
 
 def run(
@@ -34,17 +34,17 @@ def run(
     if repository is None:
         assert tags is not None
         result = preflight.decide(found, kernel, tags)
-        against = show.Against(str(matrix_path), "matrix")
+        against = Against(str(matrix_path), "matrix")
     else:
         with oci.connect(repository, concurrency) as client:
             exists = client.exists_all(registry.wanted_tags(want.tag for want in found.wants))
         present = frozenset(tag for tag, there in exists.items() if there)
         result = preflight.decide(found, kernel, present, str(repository))
-        against = show.Against(str(repository), "registry")
+        against = Against(str(repository), "registry")
     if output is Output.GITHUB:
-        github.publish(show.annotate(result, against), show.summary(result, against), show.closing(result))
+        github.publish(annotate(result, against), summary(result, against), closing(result))
     elif output.structured:
-        print(document.text(show.as_json(result, against), output))
+        print(document.text(as_json(result, against), output))
     else:
-        print(show.as_text(result, against))
+        print(as_text(result, against))
     return OK if result.ok else FINDINGS

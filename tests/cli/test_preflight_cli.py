@@ -15,10 +15,9 @@ import yaml
 
 from reconciler.adapters.registry import oci
 from reconciler.core.registry import Repository
+from tests.cli import test_workflow_commands
 from tests.cli.test_bad_input import assert_one_line_error, edit_label
 from tests.cli.test_workflow_commands import assert_outcome
-from tests.cli.test_workflow_commands import gpudrv as in_process
-from tests.cli.test_workflow_commands import in_actions as actions_workspace
 from tests.conftest import REPO, run_main
 
 K = "6.8.0-60-generic"
@@ -248,9 +247,9 @@ def test_a_hostile_label_value_is_escaped(lab: Path) -> None:
         "'ubuntu\\n::warning::pwned ##\\[error]x' is not an os-release ID (lowercase a-z, 0-9, . _ -)"
     )
     for output in ("text", "json", "yaml", "github"):
-        with actions_workspace():
+        with test_workflow_commands.in_actions():
             matrix = str(lab / "matrix/support-matrix.csv")
-            outcome = in_process(
+            outcome = test_workflow_commands.gpudrv(
                 "preflight", "--from", str(lab / LAB), "--matrix", matrix, "--kernel", "5.15.0-119-generic",
                 "-o", output,
             )  # fmt: skip
