@@ -102,6 +102,8 @@ LIVE = [
     ["explain", "-n", "x"],
     ["explain", "-n", "x", "-o", "yaml"],
     ["tag", "n"],
+    ["preflight", "--kernel", "6.8.0-60-generic"],
+    ["preflight", "--kernel", "6.8.0-60-generic", "-o", "yaml"],
 ]
 
 

@@ -37,7 +37,15 @@ def fleets(lab: Path) -> Path:
 @pytest.mark.parametrize("folder", ["empty", "cpu"])
 @pytest.mark.parametrize(
     "command",
-    [["audit"], ["audit", "-o", "json"], ["report"], ["report", "-o", "json"], ["report", "-o", "html"]],
+    [
+        ["audit"],
+        ["audit", "-o", "json"],
+        ["report"],
+        ["report", "-o", "json"],
+        ["report", "-o", "html"],
+        ["preflight", "--kernel", "6.8.0-60-generic"],
+        ["preflight", "--kernel", "6.8.0-60-generic", "-o", "json"],
+    ],
 )
 def test_no_gpu_node_under_from_is_an_error(fleets: Path, folder: str, command: list[str]) -> None:
     line = one_line_error(run_main(*command, "--from", folder, cwd=fleets))
@@ -45,7 +53,13 @@ def test_no_gpu_node_under_from_is_an_error(fleets: Path, folder: str, command: 
 
 
 def test_a_selector_that_matches_nothing_is_an_error_in_every_node_check(fleets: Path) -> None:
-    for command in (["audit"], ["report"], ["plan"], ["apply"]):
+    for command in (
+        ["audit"],
+        ["report"],
+        ["plan"],
+        ["apply"],
+        ["preflight", "--kernel", "6.8.0-60-generic"],
+    ):
         result = run_main(*command, "--from", "clusters/lab", "-l", "pool=none", cwd=fleets)
         assert (
             one_line_error(result) == f"gpudrv: no GPU node in clusters/lab matches -l pool=none: {NOTHING}"
