@@ -238,3 +238,23 @@ def test_audit_github_output_at_the_driver_resource(basic_registry: Registry, wo
     assert f"{registry.repository}:550-" in first
     assert result.stdout.splitlines()[-1].endswith("(registry)")
     assert summary.read_text().startswith("### gpudrv audit: ")
+
+
+def test_preflight_against_the_registry(registry: Registry, workdir: Path) -> None:
+    """gpudrv preflight --registry: each lab node's image on the kernel, asked of the real registry."""
+    kernel = "6.8.0-60-generic"
+    need = {"lab-node-0": f"550-{kernel}-ubuntu22.04", "lab-node-1": f"535-{kernel}-ubuntu22.04",
+            "lab-node-2": f"550-{kernel}-ubuntu24.04"}  # fmt: skip
+    registry.push([need["lab-node-0"], need["lab-node-1"]])
+    args = ("preflight", "--from", "clusters/lab", "--kernel", kernel, "--registry", registry.repository)
+    result = run_main(*args, cwd=workdir, env=registry.env())
+    assert (result.returncode, result.stderr) == (1, "")
+    image = f"{registry.repository}:{need['lab-node-2']}"
+    assert result.stdout == (
+        f"ubuntu24.04, driver 550: 1 GPU node needs {image}\n"
+        f"  lab-node-2 MISSING {image}\n"
+        f"kernel {kernel}: 1 of 3 GPU nodes not ready, 1 image not in {registry.repository}\n"
+    )
+    registry.push([need["lab-node-2"]])
+    ok = run_main(*args, cwd=workdir, env=registry.env())
+    assert (ok.returncode, ok.stdout) == (0, f"OK: 3 GPU nodes ready for kernel {kernel}\n")
