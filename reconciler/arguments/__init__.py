@@ -19,7 +19,7 @@ from typing import Any
 
 from reconciler.adapters.files import config
 from reconciler.commands.settings import DEFAULT_MATRIX, ApplySettings
-from reconciler.core import duration, flags, label_selector, preflight
+from reconciler.core import duration, flags, label_selector, tags
 from reconciler.core.flags import Kind
 from reconciler.errors import GpudrvError
 
@@ -131,7 +131,7 @@ def kernel(text: str) -> str | Empty:
     """preflight's --kernel: a kernel that can be part of an image tag, as NFD spells one."""
     if not text:
         return Empty("--kernel", "kernel")
-    problem = preflight.kernel_problem(text)
+    problem = tags.kernel_problem(text)
     if problem is not None:
         raise argparse.ArgumentTypeError(problem)
     return text

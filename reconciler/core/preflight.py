@@ -19,19 +19,6 @@ from reconciler.core.operator import Contract, DriverResource, Mode
 from reconciler.core.tags import Node, TagError
 
 
-def kernel_problem(kernel: str) -> str | None:
-    """Why `kernel` cannot be part of an image tag, or None when it can (as NFD's kernel-version.full
-    spells a kernel, and no longer than a whole tag may be)."""
-    if not kernel:
-        return "empty kernel"
-    if not tags.valid_kernel(kernel):
-        return (
-            f"kernel {kernel!r} cannot be part of an image tag (letters, digits, '.', '_', '-', "
-            f"starting with a letter or digit, at most {tags.TAG_LENGTH} characters)"
-        )
-    return None
-
-
 def on_kernel(nodes: Iterable[Node], kernel: str) -> list[Node]:
     """Every node as NFD will label it once it runs `kernel` (its next-kernel label gone)."""
     return [tags.rebooted(node, kernel) for node in nodes]

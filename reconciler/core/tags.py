@@ -90,6 +90,19 @@ def valid_kernel(kernel: str) -> bool:
     return _full(KERNEL_PATTERN, kernel) and len(kernel) <= TAG_LENGTH
 
 
+def kernel_problem(kernel: str) -> str | None:
+    """Why `kernel` cannot be part of an image tag, or None when it can (as NFD's kernel-version.full
+    spells a kernel, and no longer than a whole tag may be)."""
+    if not kernel:
+        return "empty kernel"
+    if not valid_kernel(kernel):
+        return (
+            f"kernel {kernel!r} cannot be part of an image tag (letters, digits, '.', '_', '-', "
+            f"starting with a letter or digit, at most {TAG_LENGTH} characters)"
+        )
+    return None
+
+
 def invalid_tag_reason(tag: str) -> str:
     return f"tag {tag!r} is not a valid image tag (at most 128 characters: letters, digits, '.', '_', '-')"
 

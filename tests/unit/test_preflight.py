@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import operator, os_tags, preflight
+from reconciler.core import operator, os_tags, preflight, tags
 from reconciler.core.audit import Status
 from reconciler.core.operator import Contract, Mode, resource
 from reconciler.core.tags import KERNEL, NEXT_KERNEL, OS_ID, OS_VERSION_ID, Node
@@ -34,11 +34,11 @@ def gpu(name: str, branch: str = "550", os_id: str = "ubuntu", version: str = "2
 
 def test_kernel_problem() -> None:
     for good in ("6.8.0-60-generic", "5.14.0-427.13.1.el9_4.x86_64", "a" * 128):
-        assert preflight.kernel_problem(good) is None
+        assert tags.kernel_problem(good) is None
     for bad in ("6.8.0 60", "-6.8", ".6", "6.8\n", "a" * 129, "6.8:0", "6/8"):
-        problem = preflight.kernel_problem(bad)
+        problem = tags.kernel_problem(bad)
         assert problem is not None and repr(bad) in problem
-    assert preflight.kernel_problem("") == "empty kernel"
+    assert tags.kernel_problem("") == "empty kernel"
 
 
 def test_lab_pools_by_os_and_driver_on_the_kernel() -> None:
