@@ -235,4 +235,4 @@ def unique() -> str:
 from tests.e2e.gpu_operator import gpu_operator, operator_nodes  # noqa: E402, F401
 
 # The real Node Feature Discovery (scripts/nfd) for tests/e2e/test_nfd_live.py.
-from tests.e2e.nfd import nfd, nfd_bin  # noqa: E402, F401
+from tests.e2e.nfd import nfd, nfd_bin, nfd_module  # noqa: E402, F401

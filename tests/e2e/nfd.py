@@ -201,6 +201,12 @@ def install_crds(kube: Kube, crds: str) -> None:
 
 
 @pytest.fixture(scope="session")
+def nfd_module() -> Path:
+    """The pinned NFD module's source in the Go module cache: NFD's own files, read, never copied."""
+    return Path(_script("module"))
+
+
+@pytest.fixture(scope="session")
 def nfd_bin() -> Path:
     """nfd-master and nfd-worker, built from the Go module proxy (cached)."""
     return Path(_script("build"))

@@ -4,9 +4,13 @@ NodeFeature object, nfd-master labels the kwok node, and `gpudrv audit` reads th
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+import yaml
+
 from reconciler.core.boot import Memory
+from tests.conftest import REPO
 from tests.e2e.conftest import FakeNodes, Kube
 from tests.e2e.nfd import Nfd
 from tests.unit.boot_roots import ubuntu
@@ -91,3 +95,22 @@ def test_nfd_labels_the_next_kernel_and_audit_sees_it(
     wait_for_label(kube, nfd, node, None)
     assert NFD_LABELS not in (kube.get("node", node)["metadata"].get("annotations") or {})
     assert audit() == (0, "OK\n", "")
+
+
+def test_the_probe_daemonset_writes_where_nfd_reads(nfd_module: Path) -> None:
+    """deploy/probe's features.d is the directory NFD's local source reads (source/local/local.go) and
+    the hostPath NFD's own manifests mount there (deployment/components/common/worker-mounts.yaml)."""
+    local = (nfd_module / "source/local/local.go").read_text()
+    (read,) = re.findall(r'^\s*featureFilesDir\s*=\s*"([^"]+)"', local, re.M)
+    nfd_mounts = yaml.safe_load((nfd_module / "deployment/components/common/worker-mounts.yaml").read_text())
+    nfd_host = {v["name"]: v.get("hostPath", {}).get("path") for v in nfd_mounts[0]["value"]}["features-d"]
+    nfd_mount = {m["name"]: m["mountPath"] for m in nfd_mounts[1]["value"]}["features-d"]
+    assert read.rstrip("/") == nfd_host.rstrip("/") == nfd_mount.rstrip("/")
+
+    pod = yaml.safe_load((REPO / "deploy/probe/daemonset.yaml").read_text())["spec"]["template"]["spec"]
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "features"]
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "features"]
+    (write,) = [a.removeprefix("--write=") for a in container["args"] if a.startswith("--write=")]
+    assert volume["hostPath"]["path"] == read.rstrip("/")
+    assert not mount.get("readOnly") and Path(write).parent == Path(mount["mountPath"])
