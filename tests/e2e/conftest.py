@@ -233,3 +233,6 @@ def unique() -> str:
 # The real GPU Operator (scripts/operator) for the modules that ask for it; imported last because
 # tests/e2e/gpu_operator.py builds on the helpers above.
 from tests.e2e.gpu_operator import gpu_operator, operator_nodes  # noqa: E402, F401
+
+# The real Node Feature Discovery (scripts/nfd) for tests/e2e/test_nfd_live.py.
+from tests.e2e.nfd import nfd, nfd_bin, nfd_module  # noqa: E402, F401
