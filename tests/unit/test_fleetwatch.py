@@ -172,7 +172,10 @@ def test_a_next_kernel_that_cannot_be_part_of_a_tag_never_becomes_a_series(hosti
 
 
 def test_a_node_with_no_running_image_to_name_has_no_next_kernel_finding() -> None:
-    assert check_node_next(LAB, gpu("x", **{"nvidia.com/cuda.driver.major": None, NEXT_KERNEL: NEXT}), TAGS) is None
+    assert (
+        check_node_next(LAB, gpu("x", **{"nvidia.com/cuda.driver.major": None, NEXT_KERNEL: NEXT}), TAGS)
+        is None
+    )
     selector = {"nvidia.com/gpu.present": "true"}
     both = contract([resource(nvd("one", selector)), resource(nvd("two", selector))], RULE)
     assert check_node_next(both, gpu("x", **{NEXT_KERNEL: NEXT}), TAGS) is None

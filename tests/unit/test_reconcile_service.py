@@ -91,7 +91,9 @@ def test_figures_set_the_gauges_and_a_series_goes_only_when_it_is_no_longer_true
 def test_a_next_kernel_series_goes_when_its_kernel_or_tag_changes_or_the_problem_does() -> None:
     out, measured, _ = exporter()
     name = "gpudrv_node_next_kernel_image_missing"
-    out.export(Figures(True, 2, next_missing={"a": ("6.1.0-9-generic", "t1"), "b": ("6.1.0-9-generic", "t1")}))
+    out.export(
+        Figures(True, 2, next_missing={"a": ("6.1.0-9-generic", "t1"), "b": ("6.1.0-9-generic", "t1")})
+    )
     assert series(measured, name) == [
         ({"node": "a", "kernel": "6.1.0-9-generic", "tag": "t1"}, 1),
         ({"node": "b", "kernel": "6.1.0-9-generic", "tag": "t1"}, 1),
