@@ -10,6 +10,8 @@ run builds it). A build that fails fails these tests: they are never skipped.
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -35,6 +37,32 @@ def promtool() -> Path:
     )
     assert proc.returncode == 0, f"scripts/promtool build failed:\n{proc.stderr[-3000:]}"
     return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def test_the_build_tag_drops_every_service_discovery_plugin(promtool: Path) -> None:
+    """scripts/promtool's `-tags remove_all_sd` is upstream's: each plugins/plugin_*.go of the pinned
+    module is built only without it (a bump that renamed the tag would quietly build them all)."""
+    version = subprocess.run(
+        [str(REPO / "scripts" / "promtool"), "version"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout.strip()
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", f"github.com/prometheus/prometheus@{version}"],
+        cwd=REPO / "tests" / "monitoring",
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    plugins = sorted((Path(json.loads(proc.stdout)["Dir"]) / "plugins").glob("plugin_*.go"))
+    assert len(plugins) > 10
+    for plugin in plugins:
+        constraint = re.search(r"^//go:build (.*)$", plugin.read_text(), re.M)
+        assert constraint and constraint.group(1).startswith("!remove_all_sd ||"), plugin.name
 
 
 def run(promtool: Path, *args: str | Path, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
