@@ -269,3 +269,27 @@ def test_a_minute_of_throttling_keeps_the_last_good_state_and_never_spins(tmp_pa
                 process.kill()
                 process.wait(10)
     print(f"\na minute of 429s: {sent} requests, {waits:.0f} waits, {errors:.0f} audits that could not run")
+
+
+def test_once_posts_events_for_the_running_kernel_only_and_prints_the_next_kernels_finding(
+    tmp_path: Path,
+) -> None:
+    src, bare = tmp_path / "src", tmp_path / "bare.git"
+    src.mkdir()
+    git(src, "init", "-q")
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    commit(src, bare, HEADER + ROW, "the fleet")
+    cluster = Cluster()
+    with serving(cluster) as api:
+        command = [
+            *gpudrv_command(), "reconcile", "--once", "--repo", str(bare),
+            "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--workdir", str(tmp_path / "work"),
+        ]  # fmt: skip
+        proc = subprocess.run(
+            command, env=gpudrv_env(), capture_output=True, text=True, timeout=120, check=False
+        )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"a NEXT-MISSING {LACKED} (kernel 6.1.0-9-generic, at its next reboot)" in proc.stdout
+    assert f"b MISSING {LACKED}" in proc.stdout
+    assert cluster.reasons("b") == [("DriverImageMissing", "Warning")]
+    assert cluster.reasons("a") == []  # no event of a wrong kind for the next kernel
