@@ -2,7 +2,9 @@
 
 Nodes arrive one event at a time (or as a whole list after a re-list); each is audited on its own the
 moment its labels change, and the whole fleet again when the matrix or the driver contract changes.
-What changed for a node is a `Change`: the loop turns changes into metrics and Node events.
+What changed for a node is a `Change`: the loop turns changes into metrics and Node events. Each node's
+next kernel (tags.NEXT_KERNEL) is audited with it: a NEXT-MISSING finding is kept beside its running
+one and exported as a series, with no Change and no event of its own.
 """
 
 from __future__ import annotations
@@ -12,8 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from reconciler.core.audit import Finding, Status, check_want
-from reconciler.core.driver_images import FleetNote, mixed_os_notes, want_of
+from reconciler.core.audit import Finding, Status, check_next, check_want
+from reconciler.core.driver_images import FleetNote, mixed_os_notes, next_want, want_of
 from reconciler.core.operator import Contract, ContractError, Mode
 from reconciler.core.tags import UPGRADE_STATE, Node
 
@@ -49,6 +51,19 @@ def check_node(
     return want.tag, check_want(want, matrix_tags)
 
 
+def check_node_next(contract: Contract, node: Node, matrix_tags: frozenset[str]) -> Finding | None:
+    """The node's NEXT-MISSING finding: the image it needs on the kernel it boots next is not in the
+    matrix. None when its next kernel is the one it runs, or when no image can be named for it on
+    either kernel (its running finding, or `gpudrv audit`, says why)."""
+    try:
+        want = want_of(contract, node)
+        later = next_want(contract, want) if want.tag is not None else None
+    except ContractError:
+        return None
+    finding = check_next(later, matrix_tags) if later is not None else None
+    return finding if finding is not None and finding.status is Status.NEXT_MISSING else None
+
+
 def same(a: Finding | None, b: Finding | None) -> bool:
     """The same problem: status and tag (or reason); a new image reference alone is not news."""
     if a is None or b is None:
@@ -62,6 +77,7 @@ class FleetAudit:
     def __init__(self) -> None:
         self.nodes: dict[str, Node] = {}
         self.findings: dict[str, Finding] = {}
+        self.upcoming: dict[str, Finding] = {}  # node -> its NEXT-MISSING finding
 
     # --- the nodes: what the watch says --------------------------------------------------------------
 
@@ -95,9 +111,14 @@ class FleetAudit:
             node = self.nodes.get(name)
             if node is None:
                 self.findings.pop(name, None)
+                self.upcoming.pop(name, None)
                 changes.append(Change(name, Kind.GONE, None, before))
                 continue
             tag, now = check_node(contract, node, matrix_tags)
+            if (later := check_node_next(contract, node, matrix_tags)) is not None:
+                self.upcoming[name] = later
+            else:
+                self.upcoming.pop(name, None)
             if now is None:
                 self.findings.pop(name, None)
                 if before is not None:
@@ -124,6 +145,10 @@ class FleetAudit:
     def missing(self) -> dict[str, str]:
         """Node name -> the tag it lacks."""
         return {name: f.detail for name, f in self.findings.items() if f.status is Status.MISSING}
+
+    def next_missing(self) -> dict[str, tuple[str, str]]:
+        """Node name -> (the kernel it boots next, the tag it lacks on that kernel)."""
+        return {name: (f.kernel or "", f.detail) for name, f in self.upcoming.items()}
 
     def invalid(self) -> dict[str, str]:
         """Node name -> why no tag could be computed."""

@@ -224,6 +224,7 @@ class Loop:
             invalid=frozenset(self.fleet.invalid()),
             fleet_problems=self.problems,
             upgrade_states=self.fleet.upgrade_states(UPGRADE_STATES),
+            next_missing=self.fleet.next_missing(),
         )
 
     # --- the Node events -----------------------------------------------------------------------------

@@ -148,6 +148,8 @@ class Figures:
     # Nodes per upgrade state. Empty clears the series; otherwise the states named are set (a state
     # seen once keeps its series, as Prometheus clients usually do).
     upgrade_states: Mapping[str, int] = field(default_factory=dict)
+    # Node -> (the kernel it boots next, the tag it lacks there): the NEXT-MISSING findings.
+    next_missing: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
 
 # --- the ports ---------------------------------------------------------------------------------------

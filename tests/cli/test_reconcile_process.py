@@ -33,15 +33,17 @@ LABELS = {
     "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
 }
 KERNEL = "feature.node.kubernetes.io/kernel-version.full"
+NEXT_KERNEL = "gpudrv.dev/kernel-version.next"
 NOT_FOUND = Answer(404, b'{"kind": "Status", "code": 404, "message": "not found"}')
 
 
-def node(name: str, kernel: str) -> dict[str, object]:
-    return {"metadata": {"name": name, "resourceVersion": "5", "labels": {**LABELS, KERNEL: kernel}}}
+def node(name: str, kernel: str, **more: str) -> dict[str, object]:
+    return {"metadata": {"name": name, "resourceVersion": "5", "labels": {**LABELS, KERNEL: kernel, **more}}}
 
 
 class Cluster:
-    """The API server's side: two GPU nodes (b's image is not in the first matrix), a Lease, Events."""
+    """The API server's side: two GPU nodes (b's image is not in the first matrix, nor the image of the
+    kernel a boots next), a Lease, Events."""
 
     def __init__(self) -> None:
         self.lease: dict[str, object] | None = None
@@ -63,7 +65,10 @@ class Cluster:
     def _nodes(self, request: Request) -> Answer:
         if "watch" in request.query:
             return Answer(hang=True)
-        items = [node("a", "5.15.0-119-generic"), node("b", "6.1.0-9-generic")]
+        items = [
+            node("a", "5.15.0-119-generic", **{NEXT_KERNEL: "6.1.0-9-generic"}),
+            node("b", "6.1.0-9-generic"),
+        ]
         listed = {"kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "10"}, "items": items}
         return Answer(body=json.dumps(listed).encode())
 
@@ -174,9 +179,12 @@ def test_the_loop_reports_a_missing_image_clears_it_refuses_a_broken_commit_and_
     status, text = loop.get("/readyz")
     assert status == 200 and text.startswith("ok: leading, commit ")
     loop.until("its event", lambda: cluster.reasons("b") == [("DriverImageMissing", "Warning")])
+    upcoming = (("kernel", "6.1.0-9-generic"), ("node", "a"), ("tag", LACKED))
+    assert loop.series("gpudrv_node_next_kernel_image_missing") == {upcoming: 1}
     assert cluster.reasons("a") == []
     commit(src, bare, HEADER + ROW + LACKED_ROW, "b's image")
     loop.until("the series gone", lambda: loop.series("gpudrv_node_image_missing") == {})
+    assert loop.series("gpudrv_node_next_kernel_image_missing") == {}
     loop.until("the news", lambda: cluster.reasons("b")[-1:] == [("DriverImageAvailable", "Normal")])
     in_force = loop.series("gpudrv_commit_info")
     commit(src, bare, "garbage\n", "a broken matrix")
@@ -261,3 +269,27 @@ def test_a_minute_of_throttling_keeps_the_last_good_state_and_never_spins(tmp_pa
                 process.kill()
                 process.wait(10)
     print(f"\na minute of 429s: {sent} requests, {waits:.0f} waits, {errors:.0f} audits that could not run")
+
+
+def test_once_posts_events_for_the_running_kernel_only_and_prints_the_next_kernels_finding(
+    tmp_path: Path,
+) -> None:
+    src, bare = tmp_path / "src", tmp_path / "bare.git"
+    src.mkdir()
+    git(src, "init", "-q")
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    commit(src, bare, HEADER + ROW, "the fleet")
+    cluster = Cluster()
+    with serving(cluster) as api:
+        command = [
+            *gpudrv_command(), "reconcile", "--once", "--repo", str(bare),
+            "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--workdir", str(tmp_path / "work"),
+        ]  # fmt: skip
+        proc = subprocess.run(
+            command, env=gpudrv_env(), capture_output=True, text=True, timeout=120, check=False
+        )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert f"a NEXT-MISSING {LACKED} (kernel 6.1.0-9-generic, at its next reboot)" in proc.stdout
+    assert f"b MISSING {LACKED}" in proc.stdout
+    assert cluster.reasons("b") == [("DriverImageMissing", "Warning")]
+    assert cluster.reasons("a") == []  # no event of a wrong kind for the next kernel

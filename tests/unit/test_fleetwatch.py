@@ -10,9 +10,17 @@ from reconciler.adapters.files import operator_contract
 from reconciler.core import access, election
 from reconciler.core.audit import Status
 from reconciler.core.election import Record, Step, Timing
-from reconciler.core.fleetwatch import NO_STATE, Change, FleetAudit, Kind, backoff, check_node
+from reconciler.core.fleetwatch import (
+    NO_STATE,
+    Change,
+    FleetAudit,
+    Kind,
+    backoff,
+    check_node,
+    check_node_next,
+)
 from reconciler.core.operator import Contract, Mode, contract, resource
-from reconciler.core.tags import KERNEL, UPGRADE_STATE, Node
+from reconciler.core.tags import KERNEL, NEXT_KERNEL, UPGRADE_STATE, Node
 from tests.unit.test_operator import nvd
 
 RULE = operator_contract.rules().newest
@@ -108,6 +116,69 @@ def test_two_nvidia_drivers_claiming_a_node_are_that_nodes_problem_not_the_loops
     tag, finding = check_node(both, gpu("x"), TAGS)
     assert tag is None and finding is not None and finding.status is Status.INVALID
     assert "selected by both" in finding.detail
+
+
+NEXT = "5.15.0-120-generic"
+NEXT_TAG = "550-5.15.0-120-generic-ubuntu22.04"
+
+
+def test_a_next_kernel_without_its_image_is_kept_beside_the_running_finding_with_no_change() -> None:
+    fleet = FleetAudit()
+    fleet.upsert(gpu("a", **{NEXT_KERNEL: NEXT}))
+    fleet.upsert(gpu("b", **{KERNEL: "6.1.0-9-generic", NEXT_KERNEL: NEXT}))
+    fleet.upsert(gpu("c", **{NEXT_KERNEL: LAB_LABELS[KERNEL]}))  # the next kernel is the running one
+    changes = fleet.audit_all(LAB, TAGS)
+    assert kinds(changes) == {"b": Kind.MISSING}  # NEXT-MISSING is a series, not a Change nor an event
+    assert fleet.next_missing() == {"a": (NEXT, NEXT_TAG), "b": (NEXT, NEXT_TAG)}
+    assert fleet.missing() == {"b": "550-6.1.0-9-generic-ubuntu22.04"}  # b lacks both
+    # The row for the next kernel clears both at once.
+    assert fleet.audit_all(LAB, TAGS | {NEXT_TAG}) == [] and fleet.next_missing() == {}
+
+
+def test_a_next_kernel_label_changed_by_the_watch_moves_or_clears_that_nodes_finding() -> None:
+    fleet = FleetAudit()
+    fleet.upsert(gpu("a", **{NEXT_KERNEL: NEXT}))
+    fleet.audit({"a"}, LAB, TAGS)
+    later = "5.15.0-121-generic"
+    assert fleet.upsert(gpu("a", **{NEXT_KERNEL: later}))  # the probe saw another kernel installed
+    assert fleet.audit({"a"}, LAB, TAGS) == []
+    assert fleet.next_missing() == {"a": (later, "550-5.15.0-121-generic-ubuntu22.04")}
+    assert fleet.upsert(gpu("a"))  # the label gone: the next kernel is the running one again
+    fleet.audit({"a"}, LAB, TAGS)
+    assert fleet.next_missing() == {}
+    fleet.upsert(gpu("a", **{NEXT_KERNEL: NEXT}))
+    fleet.audit({"a"}, LAB, TAGS)
+    assert fleet.remove("a")  # deleted: its series goes with it
+    (change,) = fleet.audit({"a"}, LAB, TAGS)
+    assert change.kind is Kind.GONE and fleet.next_missing() == {}
+
+
+def test_the_reboot_itself_turns_next_missing_into_missing() -> None:
+    fleet = FleetAudit()
+    fleet.upsert(gpu("a", **{NEXT_KERNEL: NEXT}))
+    fleet.audit_all(LAB, TAGS)
+    assert fleet.upsert(gpu("a", **{KERNEL: NEXT, NEXT_KERNEL: NEXT}))  # rebooted, gate ignored
+    (change,) = fleet.audit({"a"}, LAB, TAGS)
+    assert (change.kind, fleet.missing(), fleet.next_missing()) == (Kind.MISSING, {"a": NEXT_TAG}, {})
+
+
+@pytest.mark.parametrize("hostile", ['6.1"} 1\ngpudrv_leader 1', "../../etc", "x" * 300])
+def test_a_next_kernel_that_cannot_be_part_of_a_tag_never_becomes_a_series(hostile: str) -> None:
+    node = gpu("a", **{NEXT_KERNEL: hostile})
+    assert check_node_next(LAB, node, TAGS) is None
+    fleet = FleetAudit()
+    fleet.upsert(node)
+    assert fleet.audit_all(LAB, TAGS) == [] and fleet.next_missing() == {}
+
+
+def test_a_node_with_no_running_image_to_name_has_no_next_kernel_finding() -> None:
+    assert (
+        check_node_next(LAB, gpu("x", **{"nvidia.com/cuda.driver.major": None, NEXT_KERNEL: NEXT}), TAGS)
+        is None
+    )
+    selector = {"nvidia.com/gpu.present": "true"}
+    both = contract([resource(nvd("one", selector)), resource(nvd("two", selector))], RULE)
+    assert check_node_next(both, gpu("x", **{NEXT_KERNEL: NEXT}), TAGS) is None
 
 
 def test_nodes_per_upgrade_state_name_every_known_state() -> None:

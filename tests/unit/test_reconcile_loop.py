@@ -35,7 +35,7 @@ from reconciler.core.reconcile_ports import (
     Unreadable,
     Watched,
 )
-from reconciler.core.tags import KERNEL, Node
+from reconciler.core.tags import KERNEL, NEXT_KERNEL, Node
 from tests.unit.test_fleetwatch import LAB, OK_TAG, gpu
 
 RESYNC = 300.0
@@ -319,6 +319,25 @@ def test_a_new_commit_reads_the_contract_again_and_audits_the_whole_fleet() -> N
     assert world.output.figures.missing == {}
     assert world.output.events[-1].reason == AVAILABLE
     assert world.output.events[-1].where == "matrix/support-matrix.csv at c2"
+
+
+def test_a_next_kernel_without_its_image_is_a_series_that_follows_the_watch_and_the_matrix() -> None:
+    world = World()
+    world.started(gpu("a", **{NEXT_KERNEL: OTHER_KERNEL}), gpu("b"))
+    assert world.output.figures is not None
+    assert world.output.figures.next_missing == {"a": (OTHER_KERNEL, LACKED)}
+    assert world.output.figures.missing == {} and world.output.events == []  # a series, no event
+    # The probe publishes another next kernel on b: only b is audited, and its series appears.
+    world.news(NodeChanged(gpu("b", **{NEXT_KERNEL: OTHER_KERNEL})))
+    assert world.output.observed == ["fleet", "nodes"] and world.cluster.reads == 1
+    assert world.output.figures.next_missing == {"a": (OTHER_KERNEL, LACKED), "b": (OTHER_KERNEL, LACKED)}
+    # b's label goes (its next kernel is its running one again), a is deleted: both series go.
+    world.news(NodeChanged(gpu("b")), NodeDeleted("a"))
+    assert world.output.figures.next_missing == {}
+    world.news(NodeChanged(gpu("b", **{NEXT_KERNEL: OTHER_KERNEL})))
+    assert world.output.figures.next_missing == {"b": (OTHER_KERNEL, LACKED)}
+    world.turn(CommitFetched("c2"))  # c2's matrix has the next kernel's image
+    assert world.output.figures.next_missing == {} and world.output.events == []
 
 
 def test_the_whole_fleet_is_audited_again_every_resync_and_not_in_between() -> None:

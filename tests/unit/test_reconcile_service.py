@@ -88,6 +88,34 @@ def test_figures_set_the_gauges_and_a_series_goes_only_when_it_is_no_longer_true
         assert [value for _, value in series(measured, name)] == [0], name
 
 
+def test_a_next_kernel_series_goes_when_its_kernel_or_tag_changes_or_the_problem_does() -> None:
+    out, measured, _ = exporter()
+    name = "gpudrv_node_next_kernel_image_missing"
+    out.export(
+        Figures(True, 2, next_missing={"a": ("6.1.0-9-generic", "t1"), "b": ("6.1.0-9-generic", "t1")})
+    )
+    assert series(measured, name) == [
+        ({"node": "a", "kernel": "6.1.0-9-generic", "tag": "t1"}, 1),
+        ({"node": "b", "kernel": "6.1.0-9-generic", "tag": "t1"}, 1),
+    ]
+    assert [value for _, value in series(measured, "gpudrv_gpu_nodes_missing_image")] == [0]
+    # a's next kernel moved on, b's was fixed.
+    out.export(Figures(True, 2, next_missing={"a": ("6.1.0-10-generic", "t2")}))
+    assert series(measured, name) == [({"node": "a", "kernel": "6.1.0-10-generic", "tag": "t2"}, 1)]
+    out.export(Figures())
+    assert series(measured, name) == []
+
+
+def test_label_values_are_escaped_in_the_exposition() -> None:
+    out, measured, _ = exporter()
+    hostile = 'n"} 1\ngpudrv_leader 7'
+    out.export(Figures(True, 1, next_missing={hostile: ("k", "t")}))
+    assert series(measured, "gpudrv_node_next_kernel_image_missing") == [
+        ({"node": hostile, "kernel": "k", "tag": "t"}, 1)
+    ]
+    assert [value for _, value in series(measured, "gpudrv_leader")] == [1]
+
+
 def test_counts_the_commit_in_force_and_events_worded_by_the_renderer() -> None:
     out, measured, sink = exporter()
     out.count(Tally.REJECTED)

@@ -8,8 +8,10 @@
 A client gets READ_TIMEOUT seconds to send its request: a slow or stuck one is cut off, and it holds
 only its own thread, so the probes and the scraper are answered meanwhile.
 
-Per-node series exist only for nodes with a problem: `gpudrv_node_image_missing{node,tag} 1`, and
-`gpudrv_node_tag_invalid{node} 1`; they go away when the problem does. Only the leader audits, so
+Per-node series exist only for nodes with a problem: `gpudrv_node_image_missing{node,tag} 1`,
+`gpudrv_node_next_kernel_image_missing{node,kernel,tag} 1` (the image for the kernel the node boots
+next, the reboot gate's alert: deploy/monitoring) and `gpudrv_node_tag_invalid{node} 1`; they go away
+when the problem does. Only the leader audits, so
 only the leader has them; `gpudrv_leader` says which replica that is.
 """
 
@@ -52,6 +54,13 @@ class Metrics:
             "gpudrv_node_image_missing",
             "1 for each GPU node whose precompiled driver image is not in the support matrix",
             ["node", "tag"],
+            registry=registry,
+        )
+        self.next_missing = Gauge(
+            "gpudrv_node_next_kernel_image_missing",
+            "1 for each GPU node whose precompiled driver image for the kernel it boots next is not in "
+            "the support matrix",
+            ["node", "kernel", "tag"],
             registry=registry,
         )
         self.invalid = Gauge(

@@ -25,7 +25,7 @@ from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands.settings import ApplySettings, Connection
 from reconciler.core import access, executor
-from reconciler.core.audit import Status, audit_wants
+from reconciler.core.audit import Status, audit_wants, check_want
 from reconciler.core.election import Timing
 from reconciler.core.flags import argv
 from reconciler.core.reconcile_ports import CONFIG_NAME, INVALID, MISSING, Snapshot
@@ -142,10 +142,13 @@ def once(settings: Settings, options: kube.Options) -> int:
     snapshot = load_snapshot(checkout, commit, settings)
     gateway = kube.connect(options)
     contract = gpu_operator.live_contract(gateway, snapshot.operator_version)
-    result = audit_wants(operator_contract.wants(contract, Cluster(gateway).gpu_nodes()), snapshot.tags)
+    found = operator_contract.wants(contract, Cluster(gateway).gpu_nodes())
+    result = audit_wants(found, snapshot.tags)
     sink = EventSink(gateway, settings.event_refresh).start()
     where = f"{snapshot.matrix} at {commit[:12]}"
-    for finding in result.findings:
+    # Events for the running kernel's findings only, as the loop posts them; the next kernel's are in
+    # the printed audit (and the loop's gpudrv_node_next_kernel_image_missing).
+    for finding in (found_now for want in found.wants if (found_now := check_want(want, snapshot.tags))):
         missing = finding.status is Status.MISSING
         sink.post(NodeEvent(
             finding.node,

@@ -216,12 +216,17 @@ class Exporter:
         for node, tag in shown.missing.items():
             if figures.missing.get(node) != tag:
                 metrics.missing.remove(node, tag)
+        for node, (kernel, tag) in shown.next_missing.items():
+            if figures.next_missing.get(node) != (kernel, tag):
+                metrics.next_missing.remove(node, kernel, tag)
         for node in shown.invalid - figures.invalid:
             metrics.invalid.remove(node)
         for node, tag in figures.missing.items():
             metrics.missing.labels(node, tag).set(1)
         for node in figures.invalid:
             metrics.invalid.labels(node).set(1)
+        for node, (kernel, tag) in figures.next_missing.items():
+            metrics.next_missing.labels(node, kernel, tag).set(1)
         if not figures.upgrade_states:
             metrics.upgrade_states.clear()
         for state, count in figures.upgrade_states.items():
