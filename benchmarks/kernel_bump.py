@@ -61,6 +61,7 @@ K2 = "5.15.0-122-generic"
 OS_ID, OS_VERSION, OS_TAG = "ubuntu", "22.04", "ubuntu22.04"
 DRIVER = ("550", "90", "07")
 NEXT_MISSING = "NEXT-MISSING"
+TIMEOUT = 30  # seconds, each API request
 
 
 # --- the pool ---------------------------------------------------------------------------------------
@@ -225,21 +226,21 @@ class Scene:
 
     def fresh(self) -> None:
         """The pool on K1 and the matrix with K1's row only, committed."""
-        self.api.delete_collection_node(label_selector=SELECTOR)
+        self.api.delete_collection_node(label_selector=SELECTOR, _request_timeout=TIMEOUT)
         wait("the old pool gone", lambda: not self.pool(), 60)
         for index in range(self.nodes):
-            self.api.create_node(node_document(index))
+            self.api.create_node(node_document(index), _request_timeout=TIMEOUT)
         self.matrix.parent.mkdir(parents=True, exist_ok=True)
         self.matrix.write_text(f"driver_branch,kernel,os_tag\n{DRIVER[0]},{K1},{OS_TAG}\n")
         git(self.work, "add", "-A")
         git(self.work, "commit", "-q", "--allow-empty", "-m", f"matrix: {DRIVER[0]} on {K1} only")
 
     def pool(self) -> dict[str, dict[str, str]]:
-        listed = self.api.list_node(label_selector=SELECTOR)
+        listed = self.api.list_node(label_selector=SELECTOR, _request_timeout=TIMEOUT)
         return {item.metadata.name: dict(item.metadata.labels or {}) for item in listed.items}
 
     def label(self, name: str, labels: Mapping[str, str | None]) -> None:
-        self.api.patch_node(name, {"metadata": {"labels": dict(labels)}})
+        self.api.patch_node(name, {"metadata": {"labels": dict(labels)}}, _request_timeout=TIMEOUT)
 
     def publish_next(self) -> None:
         """What NFD does with `gpudrv probe`'s features.d file, set directly."""
@@ -258,6 +259,11 @@ def run(scene: Scene, outcome: Outcome, add_after: int, period: float) -> Outcom
     scene.fresh()
     scene.publish_next()
     outcome.before = scene.audit()
+    if len(outcome.before.next_missing_nodes) != scene.nodes:
+        raise SystemExit(
+            f"{outcome.name}: before the bump gpudrv audit reports {len(outcome.before.next_missing_nodes)} "
+            f"of {scene.nodes} nodes NEXT-MISSING, not all: it does not see the next kernel"
+        )
     started = time.monotonic()
     limit = 4 * scene.nodes + add_after + 10
     while True:
@@ -345,6 +351,7 @@ def report(nodes: int, outcomes: Iterable[Outcome], command: str) -> list[str]:
     assert unguarded is not None and guarded is not None
     lines += ["", f"summary: {summary(nodes, unguarded, guarded)}"]
     lines.append(f"command: {command}")
+    lines.append(f"machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} at the end")
     return lines
 
 
@@ -422,7 +429,7 @@ def main() -> int:
         lines = report(args.nodes, outcomes, command.strip())
     finally:
         if not args.keep:
-            api.delete_collection_node(label_selector=SELECTOR)
+            api.delete_collection_node(label_selector=SELECTOR, _request_timeout=TIMEOUT)
             if not was_running:
                 subprocess.run([str(CLUSTER), "down"], env=env, capture_output=True, check=False)
         shutil.rmtree(work, ignore_errors=True)
