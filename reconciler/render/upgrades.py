@@ -183,8 +183,8 @@ def report_json(
 def report_text(data: dict[str, Any]) -> str:
     """KEY=VALUE lines; a node whose next kernel is not the running one has its NEXT_KERNEL and NEXT_TAG."""
     lines = [f"NODES={data['node_count']}", f"SKEW={data['missing_count']}"]
-    lines.append(f"NEXT_SKEW={data['next_missing_count']}")
     lines.append(f"MATRIX_ROWS={data['row_count']}")
+    lines.append(f"NEXT_SKEW={data['next_missing_count']}")  # after the lab's three figures
     for facts in data["nodes"]:
         key = re.sub(r"[^A-Za-z0-9]", "_", facts["node"]).upper()
         lines.append(f"{key}_TAG={facts['tag'] or ''}")
