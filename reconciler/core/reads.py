@@ -21,6 +21,7 @@ FLEET = frozenset(
     {
         tags.GPU_PRESENT,
         tags.KERNEL,
+        tags.NEXT_KERNEL,  # the kernel a node boots next (NEXT-MISSING findings)
         tags.OS_ID,
         tags.OS_VERSION_ID,
         tags.UPGRADE_STATE,
