@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from reconciler.core import driver_images, impact, tags
 from reconciler.core.audit import Status, audit, audit_wants
 from reconciler.core.fleet_page import Status as Row
@@ -239,3 +241,28 @@ def test_fleet_page_cells_and_rows_show_the_next_kernel() -> None:
         ("a", Row.NEXT_MISSING, NEXT, NEXT_TAG),
         ("b", Row.OK, None, None),
     ]
+
+
+# --- a hostile next-kernel label ----------------------------------------------------------------------
+
+HOSTILE = ["x\n::error::owned", "5.15\r\n##[warning]x", "a\u2028::add-mask::b", "%0A::error::c", "<b>|`*"]
+
+
+@pytest.mark.parametrize("value", HOSTILE)
+def test_a_hostile_next_kernel_label_stays_one_line_and_escaped(value: str) -> None:
+    result = audit([lab_node("a", **upcoming(value))], frozenset({NOW_TAG}))
+    [finding] = result.findings
+    assert finding.status is Status.INVALID
+    assert (
+        finding.line()
+        == f"a INVALID next kernel: label {tags.NEXT_KERNEL}={value!r} cannot be part of an image tag"
+    )
+    assert finding.line().isprintable()
+    data = audit_view.as_json(result, matrix="m.csv")
+    assert data["findings"][0]["reason"] == finding.detail and data["nodes"][0]["next_kernel"] is None
+    [note] = audit_view.annotate(result, Path("m.csv"))
+    command = note.command()
+    assert len(command.splitlines()) == 1 and "##[" not in command  # every break, \u2028 too
+    table = audit_view.summary(result, Path("m.csv")).markdown(budget=1 << 20, max_rows=10)
+    [row] = [line for line in table.splitlines() if line.startswith("| `a`")]
+    assert row.count(" | ") == 3  # four cells: a `|` in the value is escaped
