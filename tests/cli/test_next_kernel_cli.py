@@ -187,6 +187,15 @@ def test_the_fleet_page_shows_the_next_kernels_missing_image(fleet: Path) -> Non
     assert 'id="next-missing-count"><b>0</b>' in page.stdout
 
 
+def test_the_fleet_page_row_of_a_node_lacking_both_images_says_both(fleet: Path) -> None:
+    matrix = fleet / "matrix/support-matrix.csv"
+    matrix.write_text(matrix.read_text().replace("550,5.15.0-119-generic,ubuntu22.04\n", ""))
+    page = run_main("report", "--from", "clusters/lab", "-o", "html", cwd=fleet).stdout
+    start = '<tr class="missing"><td class="nowrap">lab-node-0<'
+    row = next(line for line in page.splitlines() if start in line)
+    assert f'<b class="bad">MISSING</b>; <b class="bad">NEXT-MISSING</b> <code>{NEXT_TAG}</code>' in row
+
+
 # --- matrix impact --------------------------------------------------------------------------------
 
 
