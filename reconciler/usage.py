@@ -48,7 +48,9 @@ USAGE: dict[str, Usage] = {
     "audit": Usage(
         "check every GPU node's image is in the matrix",
         "Every node labelled nvidia.com/gpu.present=true, live or under --from DIR: `NODE MISSING TAG` for "
-        "each image the matrix (or, with --registry, the registry) lacks. Exit 0 all there, 1 missing, 2 "
+        "each image the matrix (or, with --registry, the registry) lacks; `NODE NEXT-MISSING TAG (kernel K, "
+        "at its next reboot)` for the image of the kernel a node boots next (the label "
+        "gpudrv.dev/kernel-version.next). Exit 0 all there, 1 missing, 2 "
         "an error or no GPU node at all (--allow-empty for a fleet that really has none). The OK line "
         "says what was checked; in lab mode (no GPU Operator driver resource) it is the lab's one word.",
         (

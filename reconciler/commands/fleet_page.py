@@ -36,7 +36,7 @@ def run(
     reasons: Mapping[str, str],
     source: NodeSource,
 ) -> int:
-    grid = fleet_page.coverage((row.key for row in parsed.rows), found.wants)
+    grid = fleet_page.coverage((row.key for row in parsed.rows), found.wants, found.next_wants)
     states = fleet_page.progress(
         NodeState(node.name, node.node.labels.get(UPGRADE_STATE), reasons.get(node.name)) for node in nodes
     )
@@ -54,7 +54,7 @@ def run(
         history_note=history_note,
         notes=tuple(note.message for note in found.notes),
     )
-    rows = fleet_page.node_rows(found.wants, parsed.tags(), states)
+    rows = fleet_page.node_rows(found.wants, parsed.tags(), states, found.next_wants)
     print(html(facts, grid, states, history, rows))
     return OK
 

@@ -18,7 +18,7 @@ from reconciler.adapters.git import contract_at
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import matrix
-from reconciler.core.driver_images import Want
+from reconciler.core.driver_images import Wants
 from reconciler.core.impact import Impact, Side, impact_sides, impact_wants
 from reconciler.core.tags import ImageKey
 from reconciler.render import impact
@@ -42,9 +42,9 @@ def run(
     found = source.wants()
     source.require(len(found.wants))
     after = [row.key for row in rows]
-    result = impact_wants(before, after, found.wants)
+    result = impact_wants(before, after, found.wants, found.next_wants)
     if source.from_dir is not None:
-        result = _whole_contract(base, (before, after), source, found.wants, config_path) or result
+        result = _whole_contract(base, (before, after), source, found, config_path) or result
     if output is Output.GITHUB:
         context = impact.Context(base, matrix_path, {row.key: row.line for row in rows})
         github.publish(
@@ -59,7 +59,7 @@ def _whole_contract(
     base: str,
     rows: tuple[list[ImageKey], list[ImageKey]],
     source: NodeSource,
-    wants: tuple[Want, ...],
+    found: Wants,
     config_path: Path | None,
 ) -> Impact | None:
     """Both sides with their own contract (`rows`: the base's and these); the matrix's impact alone,
@@ -71,9 +71,12 @@ def _whole_contract(
     head = source.offline
     problems = [note.message for note in head.problems]
     if earlier is None:
-        rows_only = impact_wants(before, after, wants)
+        rows_only = impact_wants(before, after, found.wants, found.next_wants)
         return Impact(rows_only.added, rows_only.removed, rows_only.nodes, tuple(problems))
-    nodes = [want.node for want in wants]
-    base_wants = operator_contract.wants(earlier.contract, nodes).wants
-    sides = Side(earlier.contract, base_wants, earlier.rule_from), Side(head.contract, wants, head.rule_from)
+    nodes = [want.node for want in found.wants]
+    was = operator_contract.wants(earlier.contract, nodes)
+    sides = (
+        Side(earlier.contract, was.wants, earlier.rule_from, was.next_wants),
+        Side(head.contract, found.wants, head.rule_from, found.next_wants),
+    )
     return impact_sides(before, after, *sides, problems)

@@ -79,10 +79,11 @@ def verify(
 def audit(
     source: NodeSource, repo: registry.Repository, output: Output, concurrency: int = oci.CONCURRENCY
 ) -> int:
-    """The fleet's audit with the registry's tags in place of the matrix: the same findings."""
+    """The fleet's audit with the registry's tags in place of the matrix: the same findings, the
+    images of the nodes' next kernels too."""
     found = source.wants()
     source.require(len(found.wants))
-    tags = registry.wanted_tags(want.tag for want in found.wants)
+    tags = registry.wanted_tags(want.tag for want in (*found.wants, *found.next_wants))
     with oci.connect(repo, concurrency) as client:
         exists = client.exists_all(tags)
     present = frozenset(tag for tag, there in exists.items() if there)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.adapters.cluster.fleet import Fleet
@@ -11,12 +12,20 @@ from reconciler.adapters.files import declared_nodes, manifests, operator_contra
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import OK, Output, fleet_page
 from reconciler.core import audit, budget, reads, rollout, supervise, tags, upgrade
-from reconciler.core.driver_images import Want
+from reconciler.core.driver_images import Want, Wants, kernel_next
 from reconciler.core.fleet_page import reasons_by_node
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
 from reconciler.render import document
-from reconciler.render.upgrades import Row, report_json, report_text, status_json, status_table
+from reconciler.render.upgrades import (
+    Row,
+    Upcoming,
+    next_json,
+    report_json,
+    report_text,
+    status_json,
+    status_table,
+)
 
 
 def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, output: Output) -> int:
@@ -33,16 +42,36 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(live))
     budgets = fleet.budgets() if live else []
-    wants = {
-        want.node.name: want for want in operator_contract.wants(contract, [node.node for node in live]).wants
-    }
+    found = operator_contract.wants(contract, [node.node for node in live])
+    wants = {want.node.name: want for want in found.wants}
+    upcoming = upcoming_by_node(found, in_matrix)
     # One pod list for every node a budget may hold, not a request per node.
     held = [node.name for node in live if _drain_ahead(node, desired.get(node.name))]
     pods = fleet.pods_on_nodes(held)
     return [
-        _row(node, desired.get(node.name), wants[node.name], in_matrix=in_matrix, budgets=budgets, pods=pods)
+        replace(
+            _row(
+                node,
+                desired.get(node.name),
+                wants[node.name],
+                in_matrix=in_matrix,
+                budgets=budgets,
+                pods=pods,
+            ),
+            upcoming=upcoming.get(node.name),
+        )
         for node in live
     ]
+
+
+def upcoming_by_node(found: Wants, in_matrix: frozenset[str]) -> dict[str, Upcoming]:
+    """Each node's next kernel (when it is not the running one) and its image's status there."""
+    found_next = {}
+    for want in found.next_wants:
+        finding = audit.check_next(want, in_matrix)
+        status = "OK" if finding is None else str(finding.status)
+        found_next[want.node.name] = Upcoming(kernel_next(want), want.tag, status)
+    return found_next
 
 
 def _row(
@@ -127,11 +156,18 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
     found = operator_contract.wants(contract, nodes)
     result = audit.audit_wants(found, parsed.tags())
     skew = sum(f.status is audit.Status.MISSING for f in result.findings)
+    next_skew = sum(f.status is audit.Status.NEXT_MISSING for f in result.findings)
+    upcoming = upcoming_by_node(found, parsed.tags())
     per_node = [
-        {"node": want.node.name, "tag": want.tag, "upgrade_state": want.node.labels.get(tags.UPGRADE_STATE)}
+        {
+            "node": want.node.name,
+            "tag": want.tag,
+            "upgrade_state": want.node.labels.get(tags.UPGRADE_STATE),
+            **next_json(upcoming.get(want.node.name)),
+        }
         for want in found.wants
     ]
-    data = report_json(per_node, skew, len(parsed.rows))
+    data = report_json(per_node, skew, len(parsed.rows), next_skew)
     print(document.text(data, output) if output.structured else report_text(data))
     return OK
 

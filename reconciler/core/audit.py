@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from reconciler.core.driver_images import FleetNote, Want, Wants
+from reconciler.core.driver_images import FleetNote, Want, Wants, kernel_next
 from reconciler.core.operator import DriverResource, Mode
 from reconciler.core.tags import KERNEL, Node, TagError, next_kernel, rebooted, tag
 
@@ -46,6 +46,8 @@ class AuditResult:
     mode: Mode = Mode.LAB
     notes: tuple[FleetNote, ...] = ()
     tags: Mapping[str, str | None] = field(default_factory=dict)  # each audited node's tag, if it has one
+    # The kernel each node boots next, for the nodes whose next kernel is known and not the running one.
+    next_kernels: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -61,7 +63,19 @@ def audit(nodes: Iterable[Node], matrix_tags: frozenset[str]) -> AuditResult:
         findings += [finding] if (finding := check(node, matrix_tags)) else []
         if tags[node.name] is not None and (finding := _check_lab_next(node, matrix_tags)):
             findings.append(finding)
-    return AuditResult(tuple(node.name for node in gpu_nodes), tuple(findings), tags=tags)
+    upcoming = {
+        node.name: kernel for node in gpu_nodes if tags[node.name] and (kernel := _next_or_none(node))
+    }
+    return AuditResult(
+        tuple(node.name for node in gpu_nodes), tuple(findings), tags=tags, next_kernels=upcoming
+    )
+
+
+def _next_or_none(node: Node) -> str | None:
+    try:
+        return next_kernel(node)
+    except TagError:
+        return None
 
 
 def _check_lab_next(node: Node, matrix_tags: frozenset[str]) -> Finding | None:
@@ -90,7 +104,8 @@ def audit_wants(found: Wants, matrix_tags: frozenset[str]) -> AuditResult:
     findings = sorted(now + later, key=lambda finding: finding.node)  # stable: a node's running one first
     audited = tuple(want.node.name for want in found.wants)
     tags = {want.node.name: want.tag for want in found.wants}
-    return AuditResult(audited, tuple(findings), found.contract.mode, found.notes, tags)
+    upcoming = {want.node.name: kernel for want in found.next_wants if (kernel := kernel_next(want))}
+    return AuditResult(audited, tuple(findings), found.contract.mode, found.notes, tags, upcoming)
 
 
 def check_next(want: Want, matrix_tags: frozenset[str]) -> Finding | None:

@@ -78,6 +78,14 @@ def next_want(contract: Contract, want: Want) -> Want | None:
     return want_of(contract, tags.rebooted(want.node, kernel)) if kernel else None
 
 
+def kernel_next(want: Want) -> str | None:
+    """The kernel a want of Wants.next_wants is for (the rebooted node runs it); None for a
+    next-kernel label that gives no kernel (that want has its reason, on the node as it is)."""
+    if tags.NEXT_KERNEL in want.node.labels:
+        return None
+    return want.node.labels.get(tags.KERNEL)
+
+
 def want_of(contract: Contract, node: Node) -> Want:
     try:
         governing = contract.governing(node)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from reconciler.core.driver_images import Want
+from reconciler.core.driver_images import Want, kernel_next
 from reconciler.core.history import CommitInfo, Lifetime
 from reconciler.core.matrix import key_from_tag
 from reconciler.core.tags import KERNEL, ImageKey
@@ -49,10 +49,16 @@ class Cell:
     in_matrix: bool
     nodes: tuple[str, ...] = ()
     images: tuple[str, ...] = ()  # full references the GPU Operator pulls (none in the lab)
+    next_nodes: tuple[str, ...] = ()  # the nodes that need it once they boot their next kernel
 
     @property
     def missing(self) -> bool:
         return bool(self.nodes) and not self.in_matrix
+
+    @property
+    def next_missing(self) -> bool:
+        """Needed only at the next reboot, and not in the matrix (NEXT-MISSING)."""
+        return bool(self.next_nodes) and not self.in_matrix and not self.nodes
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,16 @@ class Coverage:
     def nodes_missing(self) -> int:
         return sum(len(cell.nodes) for cell in self.missing)
 
+    @property
+    def next_missing(self) -> tuple[Cell, ...]:
+        """The images nodes need at their next reboot that no node needs now and the matrix lacks."""
+        cells = (c for c in self.cells if c.next_missing)
+        return tuple(sorted(cells, key=lambda c: (-len(c.next_nodes), c.key)))
+
+    @property
+    def nodes_next_missing(self) -> int:
+        return sum(len(cell.next_nodes) for cell in self.next_missing)
+
 
 def want_key(want: Want) -> ImageKey | None:
     """The three parts of the tag a node wants. The node's own kernel label splits it (a kernel has
@@ -109,11 +125,20 @@ def want_key(want: Want) -> ImageKey | None:
         return None
 
 
-def coverage(matrix_keys: Iterable[ImageKey], wants: Iterable[Want]) -> Coverage:
-    """The grid over every image in the matrix or needed by a GPU node."""
+def coverage(
+    matrix_keys: Iterable[ImageKey], wants: Iterable[Want], next_wants: Iterable[Want] = ()
+) -> Coverage:
+    """The grid over every image in the matrix or needed by a GPU node, now or on its next kernel
+    (`next_wants`: Wants.next_wants; one whose label gives no kernel has no cell)."""
     in_matrix = set(matrix_keys)
     needs: dict[ImageKey, list[str]] = {}
     images: dict[ImageKey, set[str]] = {}
+    later: dict[ImageKey, list[str]] = {}
+    for want in next_wants:
+        if (key := want_key(want)) is not None:
+            later.setdefault(key, []).append(want.node.name)
+            if want.image:
+                images.setdefault(key, set()).add(want.image)
     untagged: list[Untagged] = []
     for want in wants:
         key = want_key(want)
@@ -124,7 +149,7 @@ def coverage(matrix_keys: Iterable[ImageKey], wants: Iterable[Want]) -> Coverage
         needs.setdefault(key, []).append(want.node.name)
         if want.image:
             images.setdefault(key, set()).add(want.image)
-    keys = in_matrix | set(needs)
+    keys = in_matrix | set(needs) | set(later)
     branches = tuple(sorted({key.driver_branch for key in keys}, key=natural))
     column = {branch: index for index, branch in enumerate(branches)}
     grid: dict[tuple[str, str], list[Cell | None]] = {}
@@ -132,7 +157,11 @@ def coverage(matrix_keys: Iterable[ImageKey], wants: Iterable[Want]) -> Coverage
         cells = grid.setdefault((key.os_tag, key.kernel), [None] * len(branches))
         names = tuple(sorted(needs.get(key, ())))
         cells[column[key.driver_branch]] = Cell(
-            key, key in in_matrix, names, tuple(sorted(images.get(key, ())))
+            key,
+            key in in_matrix,
+            names,
+            tuple(sorted(images.get(key, ()))),
+            tuple(sorted(later.get(key, ()))),
         )
     order = sorted(grid, key=lambda row: (natural(row[0]), natural(row[1])))
     rows = tuple(GridRow(os_tag, kernel, tuple(grid[(os_tag, kernel)])) for os_tag, kernel in order)
@@ -251,6 +280,7 @@ class Status(StrEnum):
     OK = "OK"
     MISSING = "MISSING"
     INVALID = "INVALID"  # no tag: the labels or the driver contract give none
+    NEXT_MISSING = "NEXT-MISSING"  # its image is there, not the one of the kernel it boots next
 
 
 @dataclass(frozen=True)
@@ -264,24 +294,39 @@ class NodeRow:
     reason: str | None  # INVALID: why there is no tag
     state: str | None  # the upgrade-state label
     held: str | None  # what gpudrv says holds it (a stuck node's reason)
+    next_kernel: str | None = None  # the kernel it boots next, when that is not the running one
+    next_tag: str | None = None  # the image it needs there
+    next_in_matrix: bool = True
 
 
-def node_rows(wants: Iterable[Want], matrix_tags: frozenset[str], states: Progress) -> tuple[NodeRow, ...]:
-    """Every GPU node, in natural name order (node-9 before node-10)."""
+def node_rows(
+    wants: Iterable[Want], matrix_tags: frozenset[str], states: Progress, next_wants: Iterable[Want] = ()
+) -> tuple[NodeRow, ...]:
+    """Every GPU node, in natural name order (node-9 before node-10); a node whose image is in the
+    matrix but not its next kernel's is NEXT-MISSING."""
     held = {item.node: item.reason for item in states.stuck}
     label = {item.name: item.state for item in states.nodes}
-    rows = [
-        NodeRow(
+    later = {want.node.name: want for want in next_wants if kernel_next(want) and want.tag}
+    rows = []
+    for want in wants:
+        status = (
+            Status.INVALID if want.tag is None else Status.OK if want.tag in matrix_tags else Status.MISSING
+        )
+        upcoming = later.get(want.node.name)
+        next_in = upcoming is None or upcoming.tag in matrix_tags
+        row = NodeRow(
             want.node.name,
             want.tag,
             want.image,
-            Status.INVALID if want.tag is None else Status.OK if want.tag in matrix_tags else Status.MISSING,
+            Status.NEXT_MISSING if status is Status.OK and not next_in else status,
             want.reason if want.tag is None else None,
             label.get(want.node.name),
             held.get(want.node.name),
+            kernel_next(upcoming) if upcoming else None,
+            upcoming.tag if upcoming else None,
+            next_in,
         )
-        for want in wants
-    ]
+        rows.append(row)
     return tuple(sorted(rows, key=lambda row: natural(row.node)))
 
 

@@ -6,15 +6,33 @@ a node's image may change too, and the change names why."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from reconciler.core import driver_images
-from reconciler.core.audit import check_want
-from reconciler.core.driver_images import Want
+from reconciler.core.audit import Status, check_next, check_want
+from reconciler.core.driver_images import Want, kernel_next
 from reconciler.core.operator import Contract
-from reconciler.core.tags import OS_ID, OS_VERSION_ID, ImageKey, Node, TagError, tag
+from reconciler.core.tags import OS_ID, OS_VERSION_ID, ImageKey, Node, TagError, next_kernel, rebooted, tag
 
 OK = "OK"
+NEXT_MISSING = str(Status.NEXT_MISSING)
+
+
+@dataclass(frozen=True)
+class NextImpact:
+    """The image a node needs on the kernel it boots next, at the base and here: OK, NEXT-MISSING
+    or INVALID (the next-kernel label gives no kernel: `kernel` None)."""
+
+    kernel: str | None
+    tag: str | None
+    before: str
+    after: str
+    before_tag: str | None = None
+
+    @property
+    def broken(self) -> bool:
+        """The change takes away the next kernel's image, or gives the node a new one the matrix lacks."""
+        return self.after == NEXT_MISSING and (self.before == OK or self.before_tag != self.tag)
 
 
 @dataclass(frozen=True)
@@ -22,24 +40,38 @@ class NodeImpact:
     node: str
     tag: str | None  # None when the labels give no tag; `reason` says why
     reason: str | None
-    before: str  # OK, MISSING or INVALID
+    before: str  # the running kernel's image: OK, MISSING or INVALID
     after: str
     before_tag: str | None = None  # the image tag at the base (the same as `tag` unless it changed)
     cause: str | None = None  # why the tag changed, when it did
+    next: NextImpact | None = None  # the next kernel's image, when the node boots another kernel next
 
     @property
     def retagged(self) -> bool:
         return self.before_tag != self.tag
 
     @property
+    def shown_before(self) -> str:
+        """The node's status at the base: the running kernel's, or when that is OK the next kernel's."""
+        return self.before if self.before != OK or self.next is None else self.next.before
+
+    @property
+    def shown_after(self) -> str:
+        return self.after if self.after != OK or self.next is None else self.next.after
+
+    @property
     def changed(self) -> bool:
-        return self.before != self.after or self.retagged
+        return self.shown_before != self.shown_after or self.retagged
 
     @property
     def broken(self) -> bool:
-        """The change leaves this node without the image it had, or gives it a new one that is not
-        in the matrix."""
-        return self.after != OK and (self.before == OK or self.retagged)
+        """The change leaves this node without the image it had (for the kernel it runs, or the one it
+        boots next), or gives it a new one that is not in the matrix."""
+        return (self.after != OK and (self.before == OK or self.retagged)) or self.next_broken
+
+    @property
+    def next_broken(self) -> bool:
+        return self.next is not None and self.next.broken
 
 
 @dataclass(frozen=True)
@@ -66,19 +98,27 @@ class Impact:
 def impact(before: Sequence[ImageKey], after: Sequence[ImageKey], nodes: Iterable[Node]) -> Impact:
     """The lab's impact: each GPU node's image from its own labels."""
     gpu_nodes = sorted((node for node in nodes if node.gpu_present), key=lambda node: node.name)
-    return impact_wants(before, after, [_lab_want(node) for node in gpu_nodes])
+    wants = [_lab_want(node) for node in gpu_nodes]
+    later = [found for want in wants if want.tag is not None and (found := _lab_next(want.node))]
+    return impact_wants(before, after, wants, later)
 
 
-def impact_wants(before: Sequence[ImageKey], after: Sequence[ImageKey], wants: Iterable[Want]) -> Impact:
+def impact_wants(
+    before: Sequence[ImageKey],
+    after: Sequence[ImageKey],
+    wants: Iterable[Want],
+    next_wants: Iterable[Want] = (),
+) -> Impact:
     """Rows only after (added) and only before (removed), each in file order; GPU nodes in name order,
-    each with the image the driver contract gives it."""
+    each with the image the driver contract gives it, and the one it needs on its next kernel."""
     old, new = frozenset(before), frozenset(after)
     old_tags, new_tags = frozenset(key.tag for key in old), frozenset(key.tag for key in new)
     ordered = sorted(wants, key=lambda want: want.node.name)
+    later = {want.node.name: want for want in next_wants}
     return Impact(
         tuple(key for key in after if key not in old),
         tuple(key for key in before if key not in new),
-        tuple(_node(want, old_tags, new_tags) for want in ordered),
+        tuple(_node(want, old_tags, new_tags, later.get(want.node.name)) for want in ordered),
     )
 
 
@@ -90,6 +130,7 @@ class Side:
     contract: Contract
     wants: tuple[Want, ...]
     rule_from: str
+    next_wants: tuple[Want, ...] = ()
 
 
 def impact_sides(
@@ -104,19 +145,19 @@ def impact_sides(
     old = {key.tag for key in before}
     new = {key.tag for key in after}
     earlier = {want.node.name: want for want in base.wants}
+    earlier_next = {want.node.name: want for want in base.next_wants}
+    later = {want.node.name: want for want in head.next_wants}
     nodes = []
     for want in sorted(head.wants, key=lambda item: item.node.name):
-        was = earlier.get(want.node.name, want)
-        found = _node(want, frozenset(old), frozenset(new))
+        name = want.node.name
+        was = earlier.get(name, want)
+        found = _node(want, frozenset(old), frozenset(new), later.get(name), earlier_next.get(name))
         if was.tag != want.tag:
-            found = NodeImpact(
-                found.node,
-                found.tag,
-                found.reason,
-                _status(was, frozenset(old)),
-                found.after,
-                was.tag,
-                _cause(want.node, was, want, base, head),
+            found = replace(
+                found,
+                before=_status(was, frozenset(old)),
+                before_tag=was.tag,
+                cause=_cause(want.node, was, want, base, head),
             )
         nodes.append(found)
     rows = impact_wants(before, after, ())
@@ -162,6 +203,14 @@ def _os_tag(node: Node, side: Side) -> str | None:
 ARROW = "\u2192"
 
 
+def _lab_next(node: Node) -> Want | None:
+    try:
+        kernel = next_kernel(node)
+    except TagError as exc:
+        return Want(node, reason=exc.reason)
+    return _lab_want(rebooted(node, kernel)) if kernel else None
+
+
 def _lab_want(node: Node) -> Want:
     try:
         return Want(node, tag=tag(node))
@@ -169,9 +218,27 @@ def _lab_want(node: Node) -> Want:
         return Want(node, reason=exc.reason)
 
 
-def _node(want: Want, before: frozenset[str], after: frozenset[str]) -> NodeImpact:
+def _node(
+    want: Want,
+    before: frozenset[str],
+    after: frozenset[str],
+    later: Want | None = None,
+    was_later: Want | None = None,
+) -> NodeImpact:
+    """`later`: the node's want on its next kernel here; `was_later`: at the base (default: the same)."""
     status = _status(want, before), _status(want, after)
-    return NodeImpact(want.node.name, want.tag, want.reason, *status, want.tag)
+    upcoming = None
+    if later is not None:
+        was = was_later or later
+        upcoming = NextImpact(
+            kernel_next(later), later.tag, _next_status(was, before), _next_status(later, after), was.tag
+        )
+    return NodeImpact(want.node.name, want.tag, want.reason, *status, want.tag, next=upcoming)
+
+
+def _next_status(want: Want, tags: frozenset[str]) -> str:
+    finding = check_next(want, tags)
+    return OK if finding is None else str(finding.status)
 
 
 def _status(want: Want, tags: frozenset[str]) -> str:

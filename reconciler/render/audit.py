@@ -49,19 +49,34 @@ def as_json(result: AuditResult, **source: str) -> dict[str, Any]:
         mode=str(result.mode),
         **source,
         node_count=len(result.audited),
-        missing_count=sum(f.status is Status.MISSING for f in result.findings),
+        missing_count=count(result, Status.MISSING),
+        next_missing_count=count(result, Status.NEXT_MISSING),
         nodes=nodes(result),
         findings=findings_json(result),
         notes=[note_json(note) for note in result.notes],
     )
 
 
+def count(result: AuditResult, status: Status) -> int:
+    return sum(finding.status is status for finding in result.findings)
+
+
 def nodes(result: AuditResult) -> list[dict[str, Any]]:
-    """Every audited node: OK, MISSING or INVALID, and the tag it needs (None when INVALID)."""
-    status = {finding.node: str(finding.status) for finding in result.findings}
-    tags = result.tags
+    """Every audited node: OK, MISSING, INVALID or NEXT-MISSING (its first finding: the running
+    kernel's comes first), the tag it needs (None when INVALID), and the kernel it boots next (None
+    when it is the running one, or unknown)."""
+    status: dict[str, str] = {}
+    for finding in result.findings:
+        status.setdefault(finding.node, str(finding.status))
+    tags, upcoming = result.tags, result.next_kernels
     return [
-        {"node": name, "status": status.get(name, "OK"), "tag": tags.get(name)} for name in result.audited
+        {
+            "node": name,
+            "status": status.get(name, "OK"),
+            "tag": tags.get(name),
+            "next_kernel": upcoming.get(name),
+        }
+        for name in result.audited
     ]
 
 
@@ -70,13 +85,14 @@ def findings_json(result: AuditResult) -> list[dict[str, Any]]:
 
 
 def _finding(finding: Finding) -> dict[str, Any]:
-    missing = finding.status is Status.MISSING
+    missing = finding.lacks_image
     return {
         "node": finding.node,
         "status": str(finding.status),
         "tag": finding.detail if missing else None,
         "image": finding.image,
         "reason": None if missing else finding.detail,
+        "next_kernel": finding.kernel if finding.status is Status.NEXT_MISSING else None,
         "origin": finding.origin,
         "resource": _resource(finding.resource),
     }
@@ -100,7 +116,7 @@ def annotate(result: AuditResult, matrix_path: Path) -> list[github_text.Annotat
         return [
             github_text.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in result.findings
         ]
-    missing = [f for f in result.findings if f.status is Status.MISSING]
+    missing = [f for f in result.findings if f.lacks_image]
     notes = [_missing_image(group, matrix_path) for group in _by_image(missing)]
     invalid = [f for f in result.findings if f.status is Status.INVALID]
     notes += [github_text.at("error", _message(f, matrix_path), f.origin, _title(f)) for f in invalid]
@@ -109,10 +125,12 @@ def annotate(result: AuditResult, matrix_path: Path) -> list[github_text.Annotat
 
 
 def _by_image(findings: Sequence[Finding]) -> list[list[Finding]]:
-    groups: dict[tuple[str, str], list[Finding]] = {}
+    """The findings for each missing image, MISSING and NEXT-MISSING apart, in the findings' order."""
+    groups: dict[tuple[str, str, str], list[Finding]] = {}
     for finding in findings:
         ref = finding.resource.ref if finding.resource else ""
-        groups.setdefault((ref, finding.image or finding.detail), []).append(finding)
+        key = (str(finding.status), ref, finding.image or finding.detail)
+        groups.setdefault(key, []).append(finding)
     return list(groups.values())
 
 
@@ -123,26 +141,42 @@ def _missing_image(group: Sequence[Finding], matrix_path: Path) -> github_text.A
     shown += f" and {len(names) - SHOWN_NODES} more" if len(names) > SHOWN_NODES else ""
     who = f"{resource.ref} (version {resource.version})" if resource else "The driver resource"
     kernel = f" for kernel {first.kernel}" if first.kernel else ""
+    if first.status is Status.NEXT_MISSING:
+        stuck = (
+            f"{words.count(len(names), 'node')} ({shown}) {words.verb(len(names), 'boots', 'boot')} "
+            f"kernel {first.kernel} at {words.verb(len(names), 'its', 'their')} next reboot and would "
+            "then be stuck in ImagePullBackOff"
+        )
+        title = f"driver image {first.detail} for the next kernel is not in the support matrix"
+    else:
+        stuck = f"{words.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff"
+        title = f"driver image {first.detail} is not in the support matrix"
     message = (
-        f"{who} needs {first.image or first.detail}{kernel}, which is not in {matrix_path}: "
-        f"{words.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. "
+        f"{who} needs {first.image or first.detail}{kernel}, which is not in {matrix_path}: {stuck}. "
         f"Build the image, then add the row with gpudrv matrix add --tag {first.detail}"
     )
     origin = resource.version_origin if resource else first.origin
-    return github_text.at(
-        "error", message, origin, f"driver image {first.detail} is not in the support matrix"
-    )
+    return github_text.at("error", message, origin, title)
 
 
 def _title(finding: Finding) -> str:
     if finding.status is Status.MISSING:
         return f"{finding.node}: driver image not in the support matrix"
+    if finding.status is Status.NEXT_MISSING:
+        return f"{finding.node}: driver image for its next kernel not in the support matrix"
     return f"{finding.node}: no driver image tag"
 
 
 def _message(finding: Finding, matrix_path: Path) -> str:
     if finding.status is Status.INVALID:
         return f"node {finding.node}: {finding.detail}"
+    if finding.status is Status.NEXT_MISSING:
+        return (
+            f"node {finding.node} boots kernel {finding.kernel} at its next reboot and then needs the "
+            f"driver image {finding.image or finding.detail}, which is not in {matrix_path}: its driver "
+            f"pod would be stuck in ImagePullBackOff. Build the image before the reboot, then add the row "
+            f"with gpudrv matrix add --tag {finding.detail}"
+        )
     return (
         f"node {finding.node} needs the driver image {finding.image or finding.detail}, which is not in "
         f"{matrix_path}: its driver pod would be stuck in ImagePullBackOff. Build the image, then add the "
@@ -157,9 +191,9 @@ def summary(result: AuditResult, matrix_path: Path) -> github_text.Summary:
         return github_text.Summary(
             "gpudrv audit: OK", f"{audited}, each with its driver image in {matrix_file}."
         )
-    heading = f"gpudrv audit: {len(result.findings)} of {audited} without a driver image"
-    heading += f", {words.count(len(result.notes), 'fleet problem')}" if result.notes else ""
+    heading = f"gpudrv audit: {headline(result)}"
     lead = f"Not in {matrix_file}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
+    lead += NEXT_LEAD if count(result, Status.NEXT_MISSING) else ""
     lead += "".join(f"\n\n**Fleet:** {github_text.text(note.message)}" for note in result.notes)
     if result.mode is Mode.LAB:
         columns = ("Node", "Status", "Image tag or reason", "Manifest")
@@ -182,8 +216,24 @@ def summary(result: AuditResult, matrix_path: Path) -> github_text.Summary:
     return github_text.Summary(heading, lead, (github_text.Table(columns, rows),))
 
 
-def closing(result: AuditResult) -> str:
-    missing = sum(f.status is Status.MISSING for f in result.findings)
+NEXT_LEAD = " NEXT-MISSING: the image for the kernel the node boots next; it is stuck after its next reboot."
+
+
+def headline(result: AuditResult) -> str:
+    """`2 of 5 GPU nodes without a driver image, 1 without the image of its next kernel, 1 fleet
+    problem`: a node with both findings counts in both."""
     audited = words.count(len(result.audited), "GPU node")
-    closing = f"gpudrv audit: {audited}, {missing} MISSING, {len(result.findings) - missing} INVALID"
+    now = len({f.node for f in result.findings if f.status is not Status.NEXT_MISSING})
+    later = count(result, Status.NEXT_MISSING)
+    parts = [f"{now} of {audited} without a driver image"] if now or not later else [audited]
+    parts += [f"{later} without the image of {'its' if later == 1 else 'their'} next kernel"] if later else []
+    parts += [words.count(len(result.notes), "fleet problem")] if result.notes else []
+    return ", ".join(parts)
+
+
+def closing(result: AuditResult) -> str:
+    audited = words.count(len(result.audited), "GPU node")
+    missing, later = count(result, Status.MISSING), count(result, Status.NEXT_MISSING)
+    closing = f"gpudrv audit: {audited}, {missing} MISSING, {count(result, Status.INVALID)} INVALID"
+    closing += f", {later} NEXT-MISSING" if later else ""
     return closing + (f", {words.count(len(result.notes), 'fleet problem')}" if result.notes else "")

@@ -315,6 +315,7 @@ def html(
         "facts": facts,
         "grid": grid,
         "missing": grid.missing,
+        "next_missing": grid.next_missing,
         "states": states,
         "state_colors": state_colors(states),
         "bar": state_bar(states, 960),

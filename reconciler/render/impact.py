@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.core import github_text
-from reconciler.core.impact import Impact, NodeImpact
+from reconciler.core.impact import OK, Impact, NodeImpact
 from reconciler.core.tags import ImageKey
 from reconciler.render import document, words
 from reconciler.render.matrix import key_json
@@ -25,7 +25,7 @@ def as_text(result: Impact, base: str, path: str) -> str:
     lines += [f"+ {key.as_csv()}" for key in result.added] + [f"- {key.as_csv()}" for key in result.removed]
     if not (result.added or result.removed):
         lines.append("no rows added or removed")
-    lines += [f"{n.node}: {n.before} {ARROW} {n.after}  {_subject(n)}" for n in result.nodes]
+    lines += [f"{n.node}: {n.shown_before} {ARROW} {n.shown_after}  {_subject(n)}" for n in result.nodes]
     lines += [f"cause: {cause}" for cause in result.causes]
     lines += [f"fleet: {problem}" for problem in result.problems]
     return "\n".join(lines)
@@ -62,7 +62,21 @@ def as_json(result: Impact, base: str, path: str) -> dict[str, Any]:
 
 def _subject(node: NodeImpact) -> str:
     now = node.tag if node.tag is not None else f"({node.reason})"
-    return f"{node.before_tag or '(none)'} {ARROW} {now}" if node.retagged else now
+    text = f"{node.before_tag or '(none)'} {ARROW} {now}" if node.retagged else now
+    return text + (f", {_next_subject(node)}" if node.next else "")
+
+
+def _next_subject(node: NodeImpact) -> str:
+    """`next kernel 5.15.0-120-generic: TAG` (`at its next reboot` when the change takes it away)."""
+    upcoming = node.next
+    assert upcoming is not None
+    if upcoming.kernel is None:
+        return "next kernel: no tag (INVALID label)"
+    tag = upcoming.tag or "(none)"
+    if upcoming.before_tag != upcoming.tag:
+        tag = f"{upcoming.before_tag or '(none)'} {ARROW} {tag}"
+    text = f"next kernel {upcoming.kernel}: {tag}"
+    return text + (" (lost at its next reboot)" if upcoming.broken else "")
 
 
 def _row_table(changes: Sequence[tuple[ImageKey, str]]) -> github_text.Table:
@@ -82,8 +96,13 @@ def _node_cells(node: NodeImpact, name: Callable[[str], str]) -> tuple[str, str,
     subject = github_text.code(node.tag) if node.tag is not None else github_text.text(node.reason or "")
     if node.retagged:
         subject = f"{github_text.code(node.before_tag or '(none)')} {ARROW} {subject}"
-    after = f"**{node.after}**" if node.changed else node.after
-    return name(node.node), subject, node.before, after
+    if node.next is not None:
+        upcoming = node.next
+        kernel = github_text.code(upcoming.kernel) if upcoming.kernel else "INVALID label"
+        tag = github_text.code(upcoming.tag) if upcoming.tag else "no tag"
+        subject += f"; next kernel {kernel}: {tag}"
+    after = f"**{node.shown_after}**" if node.changed else node.shown_after
+    return name(node.node), subject, node.shown_before, after
 
 
 def _node(node: NodeImpact) -> dict[str, Any]:
@@ -93,8 +112,10 @@ def _node(node: NodeImpact) -> dict[str, Any]:
         "before_tag": node.before_tag,
         "cause": node.cause,
         "reason": node.reason,
-        "before": node.before,
-        "after": node.after,
+        "before": node.shown_before,
+        "after": node.shown_after,
+        "next_kernel": node.next.kernel if node.next else None,
+        "next_tag": node.next.tag if node.next else None,
         "changed": node.changed,
         "broken": node.broken,
     }
@@ -143,25 +164,38 @@ def _retagged(cause: str, result: Impact, context: Context) -> github_text.Annot
 
 
 def _removed(key: ImageKey, result: Impact, context: Context) -> github_text.Annotation | None:
-    broken = [node.node for node in result.broken if node.tag == key.tag]
+    now = [node.node for node in result.broken if node.tag == key.tag and node.after != OK]
+    later = [n for n in result.broken if n.next and n.next_broken and n.next.tag == key.tag]
+    broken = list(dict.fromkeys([*now, *(node.node for node in later)]))
     if not broken:
         return None
     # The row is gone from the working tree, so it has no line to point at: the file it left.
+    needed = [f"by {_names(now)}"] if now else []
+    needed += [f"at the next reboot by {_next_names(later)}"] if later else []
     message = (
         f"{key.as_csv()} was in {context.base} and is removed here, but the image {key.tag} is still "
-        f"needed by {_names(broken)}: a driver pod there would be stuck in ImagePullBackOff"
+        f"needed {' and '.join(needed)}: a driver pod there would be stuck in ImagePullBackOff"
     )
     title = f"removing {key.as_csv()} breaks {words.count(len(broken), 'GPU node')}"
     return github_text.Annotation("error", message, str(context.matrix_path), None, title)
 
 
 def _added(key: ImageKey, result: Impact, context: Context) -> github_text.Annotation | None:
-    fixed = [node.node for node in result.nodes if node.tag == key.tag and node.changed]
+    fixed = [
+        node.node
+        for node in result.nodes
+        if node.changed and key.tag in (node.tag, node.next.tag if node.next else None)
+    ]
     if not fixed:
         return None
     message = f"{key.as_csv()} adds the driver image {key.tag}, needed by {_names(fixed)}"
     origin = f"{context.matrix_path}:{context.lines[key]}"
     return github_text.at("notice", message, origin, f"{key.as_csv()} is needed")
+
+
+def _next_names(nodes: Sequence[NodeImpact]) -> str:
+    """`n1 (kernel K)`, each node with the kernel it boots next."""
+    return _names([f"{node.node} (kernel {node.next.kernel if node.next else '?'})" for node in nodes])
 
 
 def _names(nodes: Sequence[str]) -> str:
@@ -177,6 +211,12 @@ def summary(result: Impact, base: str, path: str) -> github_text.Summary:
     if not result.failed:
         heading = "gpudrv matrix impact: no GPU node loses its driver image"
     lead = f"{github_text.code(path)}, {github_text.code(base)} {ARROW} this change."
+    if later := sum(node.next_broken for node in result.broken):
+        lead += (
+            f" {words.count(later, 'GPU node')} would lose {words.verb(later, 'its', 'their')} driver "
+            f"at {words.verb(later, 'its', 'their')} next reboot: the image of the kernel "
+            f"{words.verb(later, 'it boots', 'they boot')} next (NEXT-MISSING)."
+        )
     lead += "".join(f"\n\n**Cause:** {github_text.text(cause)}" for cause in result.causes)
     lead += "".join(f"\n\n**Fleet:** {github_text.text(problem)}" for problem in result.problems)
     changes = [(key, "**removed**") for key in result.removed] + [(key, "added") for key in result.added]

@@ -124,10 +124,9 @@ def verify_summary(result: Verification, path: Path) -> github_text.Summary:
 
 
 def with_references(result: AuditResult, repository: Repository) -> AuditResult:
-    """Each MISSING finding names the reference that was looked up in the registry."""
+    """Each MISSING and NEXT-MISSING finding names the reference that was looked up in the registry."""
     findings = tuple(
-        replace(f, image=repository.reference(f.detail)) if f.status is Status.MISSING else f
-        for f in result.findings
+        replace(f, image=repository.reference(f.detail)) if f.lacks_image else f for f in result.findings
     )
     return replace(result, findings=findings)
 
@@ -137,7 +136,7 @@ def audit_json(result: AuditResult, repository: Repository) -> dict[str, Any]:
 
 
 def audit_annotations(result: AuditResult, repository: Repository) -> list[github_text.Annotation]:
-    missing = [f for f in result.findings if f.status is Status.MISSING]
+    missing = [f for f in result.findings if f.lacks_image]
     notes = [_missing(group, repository, result.mode) for group in _by_tag(missing)]
     notes += [
         github_text.at("error", f"node {f.node}: {f.detail}", f.origin, f"{f.node}: no driver image tag")
@@ -150,9 +149,9 @@ def audit_annotations(result: AuditResult, repository: Repository) -> list[githu
 
 
 def _by_tag(findings: Sequence[Finding]) -> list[list[Finding]]:
-    groups: dict[str, list[Finding]] = {}
+    groups: dict[tuple[Status, str], list[Finding]] = {}
     for finding in findings:
-        groups.setdefault(finding.detail, []).append(finding)
+        groups.setdefault((finding.status, finding.detail), []).append(finding)
     return list(groups.values())
 
 
@@ -160,13 +159,21 @@ def _missing(group: Sequence[Finding], repository: Repository, mode: Mode) -> gi
     first, names = group[0], [f.node for f in group]
     shown = ", ".join(names[:SHOWN_NODES])
     shown += f" and {len(names) - SHOWN_NODES} more" if len(names) > SHOWN_NODES else ""
+    who = f"{words.count(len(names), 'node')} ({shown})"
+    if first.status is Status.NEXT_MISSING:
+        who += (
+            f" {words.verb(len(names), 'boots', 'boot')} kernel {first.kernel} at "
+            f"{words.verb(len(names), 'its', 'their')} next reboot and then"
+        )
     message = (
         f"{repository.reference(first.detail)} is not in the registry: "
-        f"{words.count(len(names), 'node')} ({shown}) would be stuck in ImagePullBackOff. Build and push it"
+        f"{who} would be stuck in ImagePullBackOff. Build and push it"
     )
     resource = first.resource
     origin = resource.version_origin if resource and mode is not Mode.LAB else first.origin
-    return github_text.at("error", message, origin, f"driver image {first.detail} is not in the registry")
+    title = f"driver image {first.detail} is not in the registry"
+    title += " (needed at the next reboot)" if first.status is Status.NEXT_MISSING else ""
+    return github_text.at("error", message, origin, title)
 
 
 def audit_summary(result: AuditResult, repository: Repository) -> github_text.Summary:
@@ -174,9 +181,9 @@ def audit_summary(result: AuditResult, repository: Repository) -> github_text.Su
     audited = words.count(len(result.audited), "GPU node")
     if result.ok:
         return github_text.Summary("gpudrv audit: OK", f"{audited}, each with its driver image in {where}.")
-    heading = f"gpudrv audit: {len(result.findings)} of {audited} without a driver image"
-    heading += f", {words.count(len(result.notes), 'fleet problem')}" if result.notes else ""
+    heading = f"gpudrv audit: {audit.headline(result)}"
     lead = f"Not in {where}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
+    lead += audit.NEXT_LEAD if audit.count(result, Status.NEXT_MISSING) else ""
     lead += "".join(f"\n\n**Fleet:** {github_text.text(note.message)}" for note in result.notes)
     rows = [
         (

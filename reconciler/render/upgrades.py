@@ -88,10 +88,40 @@ class Row:
     state: str | None
     schedulable: bool
     blocker: str | None
+    upcoming: Upcoming | None = None  # the kernel it boots next, when that is not the running one
+
+
+@dataclass(frozen=True)
+class Upcoming:
+    """A node's next kernel and the image it needs there: status OK, NEXT-MISSING or INVALID (the
+    label gives no kernel: kernel and tag None)."""
+
+    kernel: str | None
+    tag: str | None
+    status: str
+
+
+def next_cell(upcoming: Upcoming | None) -> str:
+    """`-`; `6.8.0-60-generic` (its image is in the matrix); `6.8.0-60-generic NEXT-MISSING`; `INVALID`."""
+    if upcoming is None:
+        return "-"
+    if upcoming.kernel is None:
+        return upcoming.status
+    return upcoming.kernel if upcoming.status == "OK" else f"{upcoming.kernel} {upcoming.status}"
 
 
 def status_table(rows: list[Row]) -> str:
-    header = ("NODE", "DRIVER", "DESIRED", "TAG", "IN-MATRIX", "STATE", "SCHEDULABLE", "BLOCKER")
+    header = (
+        "NODE",
+        "DRIVER",
+        "DESIRED",
+        "TAG",
+        "IN-MATRIX",
+        "NEXT-KERNEL",
+        "STATE",
+        "SCHEDULABLE",
+        "BLOCKER",
+    )
     cells = [header] + [
         (
             r.node,
@@ -99,6 +129,7 @@ def status_table(rows: list[Row]) -> str:
             r.desired or "-",
             r.tag or "-",
             "yes" if r.in_matrix else "NO",
+            next_cell(r.upcoming),
             r.state or "-",
             "yes" if r.schedulable else "no",
             r.blocker or "-",
@@ -116,6 +147,7 @@ def status_json(rows: list[Row]) -> dict[str, Any]:
             "target_driver": r.desired,
             "tag": r.tag,
             "in_matrix": r.in_matrix,
+            **next_json(r.upcoming),
             "upgrade_state": r.state,
             "schedulable": r.schedulable,
             "blocker": r.blocker,
@@ -125,20 +157,41 @@ def status_json(rows: list[Row]) -> dict[str, Any]:
     return document.document("status", True, node_count=len(rows), nodes=nodes)
 
 
-def report_json(nodes: list[dict[str, Any]], missing: int, rows: int) -> dict[str, Any]:
-    """The lab's final report as data: NODES is node_count, SKEW missing_count, MATRIX_ROWS row_count."""
+def next_json(upcoming: Upcoming | None) -> dict[str, Any]:
+    """`next_kernel`, `next_tag`, `next_status` (null, null, null: it boots the kernel it runs)."""
+    if upcoming is None:
+        return {"next_kernel": None, "next_tag": None, "next_status": None}
+    return {"next_kernel": upcoming.kernel, "next_tag": upcoming.tag, "next_status": upcoming.status}
+
+
+def report_json(
+    nodes: list[dict[str, Any]], missing: int, rows: int, next_missing: int = 0
+) -> dict[str, Any]:
+    """The lab's final report as data: NODES is node_count, SKEW missing_count, NEXT_SKEW
+    next_missing_count, MATRIX_ROWS row_count."""
     return document.document(
-        "report", True, node_count=len(nodes), missing_count=missing, row_count=rows, nodes=nodes
+        "report",
+        True,
+        node_count=len(nodes),
+        missing_count=missing,
+        next_missing_count=next_missing,
+        row_count=rows,
+        nodes=nodes,
     )
 
 
 def report_text(data: dict[str, Any]) -> str:
+    """KEY=VALUE lines; a node whose next kernel is not the running one has its NEXT_KERNEL and NEXT_TAG."""
     lines = [f"NODES={data['node_count']}", f"SKEW={data['missing_count']}"]
     lines.append(f"MATRIX_ROWS={data['row_count']}")
+    lines.append(f"NEXT_SKEW={data['next_missing_count']}")  # after the lab's three figures
     for facts in data["nodes"]:
         key = re.sub(r"[^A-Za-z0-9]", "_", facts["node"]).upper()
         lines.append(f"{key}_TAG={facts['tag'] or ''}")
         lines.append(f"{key}_UPGRADE_STATE={facts['upgrade_state'] or ''}")
+        if facts["next_status"] is not None:
+            lines.append(f"{key}_NEXT_KERNEL={facts['next_kernel'] or ''}")
+            lines.append(f"{key}_NEXT_TAG={facts['next_tag'] or ''}")
     return "\n".join(lines)
 
 

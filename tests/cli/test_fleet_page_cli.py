@@ -35,6 +35,9 @@ def test_report_reads_manifests_offline(lab: Path) -> None:
         "node": "lab-node-1",
         "tag": "535-5.15.0-107-generic-ubuntu22.04",
         "upgrade_state": None,
+        "next_kernel": None,
+        "next_tag": None,
+        "next_status": None,
     }
 
 

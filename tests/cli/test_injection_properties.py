@@ -121,6 +121,7 @@ def test_node_names_label_keys_and_kernels_from_a_hostile_server(
                     "labels": {**GPU, "feature.node.kubernetes.io/kernel-version.full": kernel},
                 }
             },
+            {"metadata": {"name": "next", "labels": {**GPU, "gpudrv.dev/kernel-version.next": kernel}}},
         ]
     )
     with in_actions() as (root, _):

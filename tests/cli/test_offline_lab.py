@@ -85,6 +85,7 @@ def test_audit_json_and_options_after_the_subcommand(lab: Path) -> None:
             "tag": "550-6.8.0-52-generic-ubuntu24.04",
             "image": None,  # the lab declares no GPU Operator resource: no registry path to name
             "reason": None,
+            "next_kernel": None,
             "origin": f"{lab}/clusters/lab/nodes/lab-node-3.yaml:1",
             "resource": None,
         }

@@ -97,6 +97,8 @@ def test_removing_a_row_in_use_exits_1(fleet: Script) -> None:
         "reason": None,
         "before": "OK",
         "after": "MISSING",
+        "next_kernel": None,
+        "next_tag": None,
         "changed": True,
         "broken": True,
     }
