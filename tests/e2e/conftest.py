@@ -236,3 +236,7 @@ from tests.e2e.gpu_operator import gpu_operator, operator_nodes  # noqa: E402, F
 
 # The real Node Feature Discovery (scripts/nfd) for tests/e2e/test_nfd_live.py.
 from tests.e2e.nfd import nfd, nfd_bin, nfd_module  # noqa: E402, F401
+
+# The reconciler's harness (tests/e2e/reconcile/conftest.py) for tests/e2e/test_nfd_live.py too: its
+# loop reads the next-kernel label NFD publishes.
+from tests.e2e.reconcile.conftest import deployed, loops, remote  # noqa: E402, F401

@@ -1,6 +1,7 @@
 """The next kernel through the real Node Feature Discovery (v0.17.3, tests/e2e/nfd.py): `gpudrv probe`
 writes its feature file on a fixture host root, nfd-worker's local source reads it and publishes a
-NodeFeature object, nfd-master labels the kwok node, and `gpudrv audit` reads the label live."""
+NodeFeature object, nfd-master labels the kwok node, and `gpudrv audit` reads the label live, as does
+`gpudrv reconcile` (tests/e2e/reconcile/conftest.py), whose metric is the reboot gate."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from reconciler.core.boot import Memory
 from tests.conftest import REPO
 from tests.e2e.conftest import FakeNodes, Kube
 from tests.e2e.nfd import Nfd
+from tests.e2e.reconcile.conftest import FAST, Deployed, Loops, Remote, wait_until
 from tests.unit.boot_roots import ubuntu
 
 NEXT = "gpudrv.dev/kernel-version.next"
@@ -22,6 +24,7 @@ VERSION_ID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"
 NFD_LABELS = "nfd.node.kubernetes.io/feature-labels"
 RUNNING = "6.8.0-45-generic"
 UPCOMING = "6.8.0-52-generic"  # what the fixture's grub.cfg boots first
+NEXT_SERIES = "gpudrv_node_next_kernel_image_missing"  # the reconciler's reboot gate
 
 
 def host_root(folder: Path, root: Memory) -> Path:
@@ -53,9 +56,21 @@ def wait_for_label(kube: Kube, nfd: Nfd, node: str, value: str | None) -> None:
         raise AssertionError(f"{exc}; node labels {labels(kube, node)}\n{nfd.logs()}") from None
 
 
-def test_nfd_labels_the_next_kernel_and_audit_sees_it(
-    kube: Kube, nodes: FakeNodes, nfd: Nfd, unique: str, tmp_path: Path
+def test_nfd_labels_the_next_kernel_and_audit_and_the_reconciler_see_it(  # noqa: PLR0917 (fixtures)
+    kube: Kube,
+    nodes: FakeNodes,
+    nfd: Nfd,
+    deployed: Deployed,
+    remote: Remote,
+    loops: Loops,
+    unique: str,
+    tmp_path: Path,
 ) -> None:
+    # The reconciler first, as deploy/'s ServiceAccount, following the fleet repository: it starts
+    # while NFD does.
+    loop = loops.start(
+        "a", "--lease-namespace", deployed.namespace, *FAST, kubeconfig=deployed.kubeconfig, remote=remote
+    )
     node = nodes.add_gpu(f"{unique}-gpu", {KERNEL: RUNNING, VERSION_ID: "24.04"})
     features = tmp_path / "features.d"
     features.mkdir()
@@ -72,19 +87,32 @@ def test_nfd_labels_the_next_kernel_and_audit_sees_it(
     assert kube.get("node", node)["metadata"]["annotations"][NFD_LABELS] == NEXT
     assert labels(kube, node)[KERNEL] == RUNNING  # the test's own labels are not NFD's to remove
 
-    matrix = tmp_path / "support-matrix.csv"
-    matrix.write_text(f"driver_branch,kernel,os_tag\n550,{RUNNING},ubuntu24.04\n")
-
+    # The fleet's matrix has the running kernel's image (550, RUNNING, ubuntu24.04), not the next one's.
     def audit() -> tuple[int, str, str]:
-        result = kube.gpudrv("audit", "--matrix", str(matrix), "-l", nodes.selector)
+        result = kube.gpudrv("audit", "--matrix", str(remote.matrix), "-l", nodes.selector)
         return result.returncode, result.stdout, result.stderr
 
     tag = f"550-{UPCOMING}-ubuntu24.04"
     assert audit() == (1, f"{node} NEXT-MISSING {tag} (kernel {UPCOMING}, at its next reboot)\n", "")
+    wait_until(
+        "the next-kernel series",
+        lambda: loop.series(NEXT_SERIES, node=node) == [{"node": node, "kernel": UPCOMING, "tag": tag}],
+        60,
+        [loop],
+    )
+    assert loop.series("gpudrv_node_image_missing", node=node) == []  # the running kernel has its image
 
-    added = kube.gpudrv("matrix", "add", "--matrix", str(matrix), "--tag", tag)
+    # The image is built and its row added with `matrix add`, committed and pushed to the fleet
+    # repository: audit passes, and the reconciler's series goes at its next fetch (--interval 1s).
+    added = kube.gpudrv("matrix", "add", "--matrix", str(remote.matrix), "--tag", tag)
     assert added.returncode == 0, added.stderr
     assert audit() == (0, "OK\n", "")
+    commit = remote.push(f"matrix: {tag}")
+    took = wait_until(
+        "the next-kernel series gone", lambda: not loop.series(NEXT_SERIES, node=node), 15, [loop]
+    )
+    print(f"push -> next-kernel series gone: {took:.2f}s")
+    assert loop.series("gpudrv_commit_info")[0]["commit"] == commit
 
     # The node reboots into that kernel: NFD's kernel source would move the running label, and the
     # probe, run again, finds the next kernel is the running one and writes the file without the
@@ -95,6 +123,7 @@ def test_nfd_labels_the_next_kernel_and_audit_sees_it(
     wait_for_label(kube, nfd, node, None)
     assert NFD_LABELS not in (kube.get("node", node)["metadata"].get("annotations") or {})
     assert audit() == (0, "OK\n", "")
+    assert loop.stop() == 0
 
 
 def test_the_probe_daemonset_writes_where_nfd_reads(nfd_module: Path) -> None:

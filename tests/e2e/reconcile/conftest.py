@@ -183,13 +183,22 @@ class Remote:
         self.git("commit", "-q", "-m", message)
         return self.git("rev-parse", "HEAD")
 
-    def push_row(self, row: str, branch: str = "main") -> str:
-        """Append a matrix row, commit, push to `branch`: the new commit."""
-        with (self.work / "matrix/support-matrix.csv").open("a") as handle:
-            handle.write(row + "\n")
-        commit = self.commit(f"matrix: {row}")
+    @property
+    def matrix(self) -> Path:
+        """The working clone's support matrix."""
+        return self.work / "matrix/support-matrix.csv"
+
+    def push(self, message: str, branch: str = "main") -> str:
+        """Commit the working clone's changes, push to `branch`: the new commit."""
+        commit = self.commit(message)
         self.git("push", "-q", str(self.bare), f"HEAD:{branch}")
         return commit
+
+    def push_row(self, row: str, branch: str = "main") -> str:
+        """Append a matrix row, commit, push to `branch`: the new commit."""
+        with self.matrix.open("a") as handle:
+            handle.write(row + "\n")
+        return self.push(f"matrix: {row}", branch)
 
 
 @pytest.fixture
