@@ -221,6 +221,19 @@ def test_the_child_apply_keeps_every_flag(tmp_path: Path) -> None:
     assert flags.build(Connection, vars(child)) == Connection(kubeconfigs, "ctx", 10.0)
 
 
+def test_the_child_apply_gets_a_relative_kubeconfig_variable_made_absolute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = reconcile.apply_arguments(
+        SNAPSHOT, loop_settings(None, executor.Options()), kube.Options(), "kc.yaml"
+    )
+    assert f"--kubeconfig={tmp_path}/kc.yaml" in line
+    given = kube.Options("/etc/flag.yaml")
+    flagged = reconcile.apply_arguments(SNAPSHOT, loop_settings(None, executor.Options()), given, "kc.yaml")
+    assert "--kubeconfig=/etc/flag.yaml" in flagged  # the flag wins over the variable, as in kubectl
+
+
 def test_the_child_apply_leaves_an_unpinned_version_to_its_gpudrv_yaml() -> None:
     line = reconcile.apply_arguments(SNAPSHOT, loop_settings(None, executor.Options()), kube.Options())
     assert line == ["--from=clusters/prod", "--matrix=matrix/m.csv", f"--merged-ref={SNAPSHOT.commit}"]

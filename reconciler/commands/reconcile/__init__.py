@@ -98,10 +98,14 @@ def _within(checkout: Path, relative: str) -> Path:
 # --- the child `gpudrv apply` (--apply) -------------------------------------------------------------
 
 
-def apply_arguments(snapshot: Snapshot, settings: Settings, options: kube.Options) -> list[str]:
+def apply_arguments(
+    snapshot: Snapshot, settings: Settings, options: kube.Options, kubeconfig_variable: str | None = None
+) -> list[str]:
     """The child `gpudrv apply`'s command line, derived from apply's settings: the commit in force, the
     flags --apply passes on, the pinned --operator-version and every connection flag (--request-timeout
-    too); the kubeconfig made absolute, as the child runs in its own working tree."""
+    too); the kubeconfig made absolute, as the child runs in its own working tree. Without --kubeconfig,
+    the $KUBECONFIG reconcile was started with (`kubeconfig_variable`) is passed on the same way, as a
+    relative path in it would name another file in the child's tree."""
     apply = ApplySettings(
         from_dir=Path(snapshot.fleet or ""),
         matrix=Path(snapshot.matrix),
@@ -109,8 +113,9 @@ def apply_arguments(snapshot: Snapshot, settings: Settings, options: kube.Option
         operator_version=settings.operator_version,
         upgrade=settings.apply or executor.Options(),
     )
-    kubeconfig = options.kubeconfig and os.pathsep.join(
-        str(Path(name).expanduser().absolute()) for name in options.kubeconfig.split(os.pathsep) if name
+    given = options.kubeconfig or kubeconfig_variable
+    kubeconfig = given and os.pathsep.join(
+        str(Path(name).expanduser().absolute()) for name in given.split(os.pathsep) if name
     )
     connection = Connection(kubeconfig or None, options.context, options.request_timeout)
     return [*argv(apply), *argv(connection)]

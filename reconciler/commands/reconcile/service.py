@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import shutil
 import signal
@@ -178,7 +179,11 @@ class Worktrees:
             git.add_worktree(checkout, tree, snapshot.commit)
         except GpudrvError as exc:
             raise Unreadable(str(exc)) from exc
-        return ApplyProcess(apply_arguments(snapshot, self.settings, self.options), tree, snapshot.commit)
+        return ApplyProcess(
+            apply_arguments(snapshot, self.settings, self.options, os.environ.get("KUBECONFIG")),
+            tree,
+            snapshot.commit,
+        )
 
 
 class Exporter:
