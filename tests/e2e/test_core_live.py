@@ -109,6 +109,7 @@ def test_audit_json_live(kube: Kube, nodes: FakeNodes, unique: str, tmp_path: Pa
             "tag": "535-5.15.0-119-generic-ubuntu22.04",
             "image": None,  # no GPU Operator resource in the cluster: the lab's model, no registry path
             "reason": None,
+            "next_kernel": None,
             "origin": None,
             "resource": None,
         }
