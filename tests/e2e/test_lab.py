@@ -164,6 +164,9 @@ def test_the_lab(kube: Kube, lab_cluster: Path) -> None:
         "node": "lab-node-1",
         "tag": "550-5.15.0-107-generic-ubuntu22.04",
         "upgrade_state": "upgrade-done",
+        "next_kernel": None,
+        "next_tag": None,
+        "next_status": None,
     }
     node_1 = kube.get("node", "lab-node-1")
     assert node_1["metadata"]["labels"][label] == "upgrade-done"

@@ -194,7 +194,9 @@ def test_no_generated_api_class_anywhere() -> None:
 def test_every_folder_of_tests_is_in_the_test_paths() -> None:
     """pytest collects only pyproject's testpaths (listed in the order the tiers should run): a new
     folder of tests left out of it would never run."""
-    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["testpaths"]
+    listed = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"][
+        "testpaths"
+    ]
     with_tests = {
         path.parent.relative_to(REPO).parts[:2]
         for path in (REPO / "tests").rglob("test_*.py")
