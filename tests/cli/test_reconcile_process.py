@@ -141,13 +141,19 @@ def commit(src: Path, bare: Path, matrix: str, message: str) -> None:
     git(src, "push", "-q", str(bare), "main")
 
 
-@pytest.fixture
-def running(tmp_path: Path) -> Iterator[tuple[Process, Cluster, Path, Path]]:
+def fleet_remote(tmp_path: Path) -> tuple[Path, Path]:
+    """A working clone and the bare remote the loop follows, holding the fleet's first commit."""
     src, bare = tmp_path / "src", tmp_path / "bare.git"
     src.mkdir()
     git(src, "init", "-q")
     git(tmp_path, "init", "-q", "--bare", str(bare))
     commit(src, bare, HEADER + ROW, "the fleet")
+    return src, bare
+
+
+@pytest.fixture
+def running(tmp_path: Path) -> Iterator[tuple[Process, Cluster, Path, Path]]:
+    src, bare = fleet_remote(tmp_path)
     cluster = Cluster()
     api: FakeApi
     with serving(cluster) as api:
@@ -228,11 +234,7 @@ class Busy(Cluster):
 
 
 def test_a_minute_of_throttling_keeps_the_last_good_state_and_never_spins(tmp_path: Path) -> None:
-    src, bare = tmp_path / "src", tmp_path / "bare.git"
-    src.mkdir()
-    git(src, "init", "-q")
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    commit(src, bare, HEADER + ROW, "the fleet")
+    bare = fleet_remote(tmp_path)[1]
     cluster = Busy()
     with serving(cluster) as api:
         port, log, kubeconfig = free_port(), tmp_path / "reconcile.log", api.kubeconfig(tmp_path / "kc")
@@ -274,11 +276,7 @@ def test_a_minute_of_throttling_keeps_the_last_good_state_and_never_spins(tmp_pa
 def test_once_posts_events_for_the_running_kernel_only_and_prints_the_next_kernels_finding(
     tmp_path: Path,
 ) -> None:
-    src, bare = tmp_path / "src", tmp_path / "bare.git"
-    src.mkdir()
-    git(src, "init", "-q")
-    git(tmp_path, "init", "-q", "--bare", str(bare))
-    commit(src, bare, HEADER + ROW, "the fleet")
+    bare = fleet_remote(tmp_path)[1]
     cluster = Cluster()
     with serving(cluster) as api:
         command = [

@@ -16,6 +16,7 @@ from reconciler.core.registry import parse_repository
 from reconciler.core.tags import ImageKey, Node
 from reconciler.render import audit as audit_view
 from reconciler.render import registry as registry_view
+from tests.unit import test_audit
 from tests.unit.test_operator import RHEL, build, gpu, nvd, policy
 
 RUNNING = "5.15.0-119-generic"
@@ -24,16 +25,8 @@ NOW_TAG = f"550-{RUNNING}-ubuntu22.04"
 NEXT_TAG = f"550-{NEXT}-ubuntu22.04"
 
 
-def lab_node(name: str, kernel: str = RUNNING, **extra: str) -> Node:
-    labels = {
-        tags.GPU_PRESENT: "true",
-        tags.DRIVER_MAJOR: "550",
-        tags.KERNEL: kernel,
-        tags.OS_ID: "ubuntu",
-        tags.OS_VERSION_ID: "22.04",
-        **extra,
-    }
-    return Node(name, labels, origin=f"nodes/{name}.yaml:1")
+# The lab's GPU node of test_audit (kernel RUNNING by default): ubuntu 22.04, driver 550.
+lab_node = test_audit.gpu
 
 
 def upcoming(kernel: str) -> dict[str, str]:
