@@ -167,6 +167,20 @@ def _matrix_verify(a: argparse.Namespace) -> int:
     )
 
 
+def _matrix_fill(a: argparse.Namespace) -> int:
+    from reconciler.commands import fill
+
+    return fill.run(
+        _source(a),
+        a.matrix,
+        groups.upstream(a),
+        groups.repository(a),
+        a.output,
+        dry_run=a.dry_run,
+        concurrency=a.concurrency,
+    )
+
+
 def _init(a: argparse.Namespace) -> int:
     from reconciler.commands import init
 
@@ -314,7 +328,8 @@ def _probe(a: argparse.Namespace) -> int:
 
 HANDLERS: dict[str, Handler] = {
     "tag": _tag, "audit": _audit, "init": _init, "explain": _explain, "matrix_validate": _matrix_validate,
-    "matrix_add": _matrix_add, "matrix_verify": _matrix_verify, "history": _history, "impact": _impact,
+    "matrix_add": _matrix_add, "matrix_verify": _matrix_verify, "matrix_fill": _matrix_fill,
+    "history": _history, "impact": _impact,
     "diff": _diff, "manifests_validate": _manifests_validate, "plan": _plan, "apply": _apply, "drain": _drain,
     "status": _status, "report": _report, "reconcile": _reconcile, "probe": _probe, "preflight": _preflight,
 }  # fmt: skip

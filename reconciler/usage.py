@@ -108,6 +108,22 @@ USAGE: dict[str, Usage] = {
             ("gpudrv matrix verify --list-tags", "also the tags the matrix lacks (gpudrv.yaml's registry)"),
         ),
     ),
+    "matrix fill": Usage(
+        "copy the images the fleet lacks from an upstream registry, plan the builds of the rest",
+        "For each image the GPU nodes need and the matrix lacks (MISSING, NEXT-MISSING): ADD the row if "
+        "the target registry (--registry) has it, COPY it from --upstream (every platform, digests "
+        "verified) and add the row, or BUILD it (-o github-matrix: a workflow's build matrix). Rows are "
+        "added only for images verified in the target. Exit 0 all filled, 1 a build needed or a copy "
+        "failed, 2 an error.",
+        (
+            ("gpudrv matrix fill --upstream nvcr.io/nvidia/driver --dry-run", "the plan"),
+            ("gpudrv matrix fill --upstream nvcr.io/nvidia/driver", "copy, verify, add the rows"),
+            (
+                "gpudrv matrix fill -o github-matrix",
+                "the builds, for strategy.matrix (gpudrv.yaml's registries)",
+            ),
+        ),
+    ),
     "matrix history": Usage(
         "every row ever in the matrix: added and removed by which commit, author, date, PR",
         "One pass over the first-parent git history of the matrix file (needs a full clone). A merged "

@@ -79,6 +79,7 @@ def configure(args: argparse.Namespace) -> None:
         args.folder = found.fleet or found.root / DEFAULT_MANIFESTS
     args.fleet = found.fleet  # the desired state, for the commands that need it (see desired)
     args.config_registry, args.config_path = found.registry, found.path  # see repository
+    args.config_upstream = found.upstream  # see groups.upstream
 
 
 def fleet_nodes(args: argparse.Namespace) -> None:

@@ -10,6 +10,7 @@ from reconciler.arguments import GITHUB_HELP, Group, add, given, path, positive,
 from reconciler.commands import Output
 from reconciler.commands.settings import ApplySettings, Connection
 from reconciler.core.registry import Repository
+from reconciler.errors import GpudrvError
 
 
 def node_options(manifests: bool = True, desired: bool = False) -> argparse.ArgumentParser:
@@ -105,3 +106,17 @@ def repository(args: argparse.Namespace) -> Repository:
     if args.registry not in (None, FROM_CONFIG):
         return registry.repository(args.registry)
     return registry.repository(args.config_registry, args.config_path)
+
+
+def upstream(args: argparse.Namespace) -> Repository:
+    """matrix fill's --upstream REPO, else gpudrv.yaml's upstream."""
+    from reconciler.commands import registry
+
+    if args.upstream is not None:
+        return registry.repository(args.upstream, what="upstream")
+    if not args.config_upstream:
+        raise GpudrvError(
+            "no upstream registry to copy from: give --upstream REPO (NVIDIA's is nvcr.io/nvidia/driver) "
+            "or set upstream: in gpudrv.yaml"
+        )
+    return registry.repository(args.config_upstream, args.config_path, what="upstream")

@@ -177,6 +177,7 @@ def _add_matrix_commands(commands: SubParsers, matrix_file: argparse.ArgumentPar
     add.add_argument("--tag", help="the whole image tag, e.g. 550-5.15.0-119-generic-ubuntu22.04")
     add.set_defaults(handler="matrix_add", row_key=functools.partial(_row_key, add))
     _add_matrix_verify(verbs, matrix_file)
+    _add_matrix_fill(verbs, matrix_file)
     _add_matrix_git_commands(verbs, matrix_file)
 
 
@@ -194,6 +195,32 @@ def _add_matrix_verify(verbs: SubParsers, matrix_file: argparse.ArgumentParser) 
         "--write", action="store_true", help="append those tags as rows (implies --list-tags)"
     )
     verify.set_defaults(handler="matrix_verify")
+
+
+def _add_matrix_fill(verbs: SubParsers, matrix_file: argparse.ArgumentParser) -> None:
+    fill = verbs.add_parser(
+        "fill",
+        parents=[
+            node_options(),
+            selector_option(),
+            allow_empty_option(),
+            matrix_file,
+            output_option(Output.GITHUB, Output.GITHUB_MATRIX),
+        ],
+        **usage.of("matrix fill"),
+    )
+    fill.add_argument(
+        "--upstream",
+        type=given("--upstream", "repository"),
+        metavar="REPO",
+        help="the OCI repository to copy missing images from, like nvcr.io/nvidia/driver "
+        "(default: gpudrv.yaml's upstream)",
+    )
+    registry_options(fill)
+    fill.add_argument(
+        "--dry-run", action="store_true", help="print the plan (COPY, ADD, BUILD); copy and write nothing"
+    )
+    fill.set_defaults(handler="matrix_fill")
 
 
 def _row_key(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ImageKey:  # noqa: RET503

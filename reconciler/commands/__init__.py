@@ -18,6 +18,7 @@ class Output(StrEnum):
     MARKDOWN = "markdown"
     GITHUB = "github"
     HTML = "html"
+    GITHUB_MATRIX = "github-matrix"  # matrix fill: the build plan as a workflow's strategy.matrix
 
     @property
     def structured(self) -> bool:

@@ -33,8 +33,10 @@ from reconciler.render.registry import (
 )
 
 
-def repository(text: str | None, config_file: Path | None = None) -> registry.Repository:
-    """The repository to check: --registry, else gpudrv.yaml's registry."""
+def repository(
+    text: str | None, config_file: Path | None = None, what: str = "registry"
+) -> registry.Repository:
+    """The repository to check: --registry, else gpudrv.yaml's registry (`what`: upstream, for fill)."""
     if not text:
         raise GpudrvError(
             "no registry to check: give --registry REPO (like oci.example.com/nvidia/driver) or set "
@@ -43,7 +45,7 @@ def repository(text: str | None, config_file: Path | None = None) -> registry.Re
     try:
         return registry.parse_repository(text)
     except ValueError as exc:
-        where = f"{config_file}: registry: " if config_file else "--registry: "
+        where = f"{config_file}: {what}: " if config_file else f"--{what}: "
         raise GpudrvError(where + str(exc)) from None
 
 

@@ -32,6 +32,7 @@ class Config:
     matrix: Path | None = None
     operator_version: str | None = None
     registry: str | None = None
+    upstream: str | None = None  # matrix fill's upstream registry
     helm: HelmValues | None = None  # helm: a values file beside a pinned chart version
 
 
@@ -97,6 +98,7 @@ def load(explicit: str | None = None) -> Config:
         matrix=_path(base, document.get("matrix")),
         operator_version=_text(document.get("operatorVersion")),
         registry=_text(document.get("registry")),
+        upstream=_text(document.get("upstream")),
         helm=_helm(path, base, document, line),
     )
 
