@@ -37,6 +37,7 @@ class Need:
     nodes: tuple[str, ...]
     next_only: bool  # every node needs it only on the kernel it boots next
     kernels: tuple[str, ...] = ()  # the next kernels, for next_only
+    pulled_from: tuple[str, ...] = ()  # the repositories the nodes pull it from (GPU Operator fleets)
 
     @property
     def tag(self) -> str:
@@ -117,6 +118,12 @@ class Fill:
         """Exit 0: every image the fleet lacks is filled (a dry run: would be, without a build)."""
         return not self.builds and not self.unfillable and not self.failed
 
+    def elsewhere(self) -> list[str]:
+        """Repositories the nodes pull from that are not the target: filling the target does not help
+        them until the driver resource names it."""
+        pulled = {repository for step in self.steps for repository in step.need.pulled_from}
+        return sorted(pulled - {str(self.target)})
+
     def sent(self) -> Transfer:
         sent = [item.sent for item in self.done if item.sent is not None]
         return Transfer(
@@ -143,7 +150,8 @@ def needs(
             continue
         later = all(finding.status is Status.NEXT_MISSING for finding in group)
         kernels = tuple(sorted({f.kernel for f in group if f.kernel})) if later else ()
-        found.append(Need(key, nodes, later, kernels))
+        pulled = tuple(sorted({f.image.rsplit(":", 1)[0] for f in group if f.image and ":" in f.image}))
+        found.append(Need(key, nodes, later, kernels, pulled))
     return found, refused
 
 

@@ -81,6 +81,11 @@ def as_text(result: Fill) -> str:
     lines += [
         f"REFUSED {flat(item.tag)}: {flat(item.reason)}; for {nodes_text(item)}" for item in result.unfillable
     ]
+    lines += [
+        f"note: nodes pull from {flat(repository)}, not {result.target}: the driver resource must name "
+        f"{result.target} for the filled images to reach them"
+        for repository in result.elsewhere()
+    ]
     if result.unknown:
         lines.append(
             f"note: {words.count(result.unknown, 'GPU node')} without an image tag to fill "

@@ -151,3 +151,20 @@ def test_github_annotations_escape_outside_text() -> None:
     assert shown.closing(result).startswith("filled 1 of 3 images")
     summary = shown.summary(result).markdown()
     assert "**COPY**" not in summary and "**FAILED**" in summary and "**ADDED**" in summary
+
+
+def test_nodes_that_pull_from_another_repository_get_a_note() -> None:
+    """On a GPU Operator fleet the driver resource names the repository; filling another one does not
+    reach the nodes until it names the target."""
+    finding = Finding("x", Status.MISSING, NOW, image=f"nvcr.io/nvidia/driver:{NOW}")
+    wanted, _ = fill.needs(AuditResult(("x",), (finding,)), ROW_SCHEMA)
+    assert wanted[0].pulled_from == ("nvcr.io/nvidia/driver",)
+    result = Fill(UPSTREAM, TARGET, "m.csv", 1, tuple(fill.plan(wanted, {NOW: True}, {})), dry_run=True)
+    assert result.elsewhere() == ["nvcr.io/nvidia/driver"]
+    assert (
+        f"note: nodes pull from nvcr.io/nvidia/driver, not {TARGET}: the driver resource must name {TARGET} "
+        "for the filled images to reach them"
+    ) in shown.as_text(result).splitlines()
+    here = Finding("x", Status.MISSING, NOW, image=f"{TARGET}:{NOW}")
+    wanted, _ = fill.needs(AuditResult(("x",), (here,)), ROW_SCHEMA)
+    assert Fill(UPSTREAM, TARGET, "m.csv", 1, tuple(fill.plan(wanted, {}, {}))).elsewhere() == []
