@@ -46,7 +46,13 @@ def run(
     result = audit_wants(_wants(source), valid_matrix(matrix_path).tags())
     wanted, unfillable = fill.needs(result, row_schema)
     unknown = sum(1 for finding in result.findings if finding.status is Status.INVALID)
-    with oci.connect(target, concurrency, push=not dry_run) as to, oci.connect(upstream, concurrency) as up:
+    # A dry run only reads the target; a fill asks for a token to push there from the start.
+    to_target = (
+        oci.connect(target, concurrency)
+        if dry_run
+        else transfer.connect_target(target, upstream, concurrency)
+    )
+    with to_target as to, oci.connect(upstream, concurrency) as up:
         in_target = to.exists_all([need.tag for need in wanted])
         digests = transfer.resolve_all(up, fill.lacking(wanted, in_target))
         steps = fill.plan(wanted, in_target, digests)
