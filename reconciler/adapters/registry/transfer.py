@@ -167,8 +167,8 @@ def _copy(source: oci.Client, target: oci.Client, tag: str, digest: str, shared:
     sent_digest = digest_of(body, planned.algorithm)
     if sent_digest != planned:
         raise GpudrvError(
-            f"{_ref(source, tag)} changed between plan and copy: it was {planned}, it is now "
-            f"{sent_digest}; nothing copied (plan again)"
+            f"{source.where}: the tag now resolves to {sent_digest}, not {planned} as planned (it changed "
+            "between plan and copy); nothing copied"
         )
     counts = _Counts()
     work = _Work(source, target, mounts_from(source.repository, target.repository), shared, counts)
