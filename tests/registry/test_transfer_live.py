@@ -179,7 +179,7 @@ def test_a_target_that_refuses_writes_is_one_line(
 
 
 def test_wrong_credentials_on_either_registry_are_one_line(
-    upstream: Registry, registry_bin: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    upstream: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     digest = upstream.push_index(TAGS[0])
     with harness.running(tmp_path / "basic-target", "htpasswd") as target:  # Basic auth on the target

@@ -1,4 +1,5 @@
-"""The OCI registry over HTTPS: does a tag's manifest exist (HEAD), and which tags are there (tags/list).
+"""The OCI registry over HTTPS: does a tag's manifest exist (HEAD), and which tags are there (tags/list);
+and the requests transfer.py copies an image with (`request`, streamed bodies, push scopes).
 
 The few calls of the OCI distribution API gpudrv needs, over urllib3 (installed with the kubernetes
 client; an import contract allows it here and in the Kubernetes gateway). No OCI client library on
@@ -198,7 +199,7 @@ class Client:
         response = self._send(method, url, headers, authorization, body, stream)
         if response.status == 401:
             offered = challenges(response.headers.get("WWW-Authenticate", ""))
-            if any(item.get("error") == "insufficient_scope" for item in offered):
+            if any(item.get("error") == "insufficient_scope" for item in offered) and self.creds is not None:
                 if write:
                     raise self.refuses_pushes("answered 401 insufficient_scope")
                 raise RegistryFailure(f"{self.where}: {self.repository} denies access (insufficient_scope)")
