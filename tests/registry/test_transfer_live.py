@@ -249,3 +249,25 @@ def test_on_one_registry_blobs_are_mounted_not_uploaded(
     assert sorted(registry.mounted()) == sorted(blobs_of(registry, TAGS[0]))
     assert registry.uploaded() == []
     assert registry.digest(TAGS[0], "mirror/driver") == digest
+
+
+def test_a_blob_that_does_not_match_its_digest_never_completes_an_upload(
+    upstream: Registry, target: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    digest = upstream.push_index(TAGS[0])
+    layers = {d: size for d, size in blobs_of(upstream, TAGS[0]).items() if size > 1000}
+    bad = sorted(layers)[0]
+    # Rot on upstream's disk: same size, other bytes (distribution does not check what it serves).
+    data = upstream.root / "storage/docker/registry/v2/blobs/sha256" / bad[7:9] / bad[7:] / "data"
+    data.write_bytes(bytes(len(data.read_bytes())))
+    env = pair_env(tmp_path, upstream, target)
+    with clients(monkeypatch, env, upstream.repository, target.repository) as (source, push):
+        (failed,) = transfer.copy_all(source, push, [(TAGS[0], digest)], concurrency=1)
+    assert isinstance(failed, GpudrvError)
+    assert str(failed).startswith(f"copying {upstream.repository}:{TAGS[0]} to {target.repository}: ")
+    assert f"registry {upstream.host}: blob {bad} arrived as {layers[bad]} bytes hashing to sha256:" in str(
+        failed
+    )
+    assert bad not in target.uploaded()
+    assert target.count("HEAD", rf"/v2/nvidia/driver/blobs/{bad}", 404) == 1
+    assert TAGS[0] not in target.manifest_puts()

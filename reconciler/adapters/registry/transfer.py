@@ -55,7 +55,9 @@ class Copied:
     manifests: int  # manifests written to the target (0 when it already had them all)
     blobs_sent: int  # blobs uploaded
     blobs_mounted: int  # blobs cross-repository mounted
-    blobs_present: int  # blobs the target already had (not sent)
+    # Blobs the target already had (not sent), of those looked at: the blobs of a platform manifest
+    # the target already has are not looked at again (the registry checked them when it took it).
+    blobs_present: int
     bytes_sent: int
 
 
