@@ -48,6 +48,11 @@ class Repository:
         """The token scope a pull needs (distribution's token auth)."""
         return f"repository:{self.path}:pull"
 
+    @property
+    def push_scope(self) -> str:
+        """The token scope a push needs (a blob upload, a manifest PUT)."""
+        return f"repository:{self.path}:pull,push"
+
 
 def parse_repository(text: str) -> Repository:
     """`registry.example.com/nvidia/driver` -> Repository; ValueError says what is wrong."""
@@ -127,6 +132,12 @@ def challenges(header: str) -> list[Challenge]:
             position = param.end()
         found.append(Challenge(scheme.group(1).lower(), params))
     return found
+
+
+def token_scopes(challenged: str | None, wanted: Sequence[str]) -> list[str]:
+    """The scopes to ask the token service for: the challenge's (space separated) and the client's
+    own (a push, a mount's source), each once, in that order."""
+    return list(dict.fromkeys([*(challenged or "").split(), *wanted]))
 
 
 _LINK = re.compile(r"<([^>]*)>\s*((?:;\s*[^;,]+)*)")

@@ -49,3 +49,15 @@ def workdir(tmp_path: Path) -> Path:
     shutil.copytree(REPO / "matrix", work / "matrix")
     shutil.copytree(REPO / "clusters", work / "clusters")
     return work
+
+
+@pytest.fixture
+def upstream(registry_bin: Path, tmp_path: Path) -> Iterator[harness.Registry]:
+    """The registry images are copied from (token auth), with `target` for two registries at once."""
+    yield from _start(registry_bin, tmp_path / "upstream", "token")
+
+
+@pytest.fixture
+def target(registry_bin: Path, tmp_path: Path) -> Iterator[harness.Registry]:
+    """The registry images are copied to (token auth)."""
+    yield from _start(registry_bin, tmp_path / "target", "token")

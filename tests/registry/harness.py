@@ -10,7 +10,12 @@ renamed into place; a failed build raises BuildError with the command to run by 
 
 A Registry serves HTTPS with a self-signed certificate (regtool cert) and either htpasswd (Basic) or
 token auth (regtool's token server, which checks the same htpasswd): the two schemes a registry
-challenges with. Storage is a folder, deletes are enabled.
+challenges with. Storage is a folder, deletes are enabled. The access log is on (distribution's
+`log.accesslog`, Apache combined format into logs/registry.log): `accesses()` reads it back, to count
+what reached the registry (blob uploads, mounts, manifest PUTs).
+
+Two registries at once (an upstream and a target, as `gpudrv matrix fill` copies between them):
+`pair_env` gives gpudrv one CA bundle trusting both and one auth file with a user for each.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import io
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -175,6 +182,65 @@ Auth = Literal["htpasswd", "token"]
 USER, PASSWORD = "gpudrv", "s3cret-pull"  # gpudrv's: pull only (with token auth)
 PUSHER, PUSHER_PASSWORD = "pusher", "s3cret-push"  # crane's: push and delete too
 REPOSITORY = "nvidia/driver"
+PLATFORMS = ("linux/amd64", "linux/arm64")
+LAYER_SIZE = 256 * 1024  # bytes of random data per platform layer: enough to count bytes
+
+
+@dataclass(frozen=True)
+class Access:
+    """One line of the registry's access log: gorilla/handlers' Apache combined format, which
+    distribution v3.1.2 writes when log.accesslog is on (see docs/registry.md)."""
+
+    method: str
+    path: str
+    query: dict[str, str]
+    status: int
+    size: int
+    agent: str
+
+
+_ACCESS = re.compile(
+    r"(?P<host>\S+) \S+ (?P<user>\S+) \[(?P<time>[^\]]+)\] "
+    r'"(?P<method>[A-Z]+) (?P<uri>\S+) (?P<proto>[^"]+)" '
+    r'(?P<status>\d{3}) (?P<size>\d+) "(?P<referer>(?:[^"\\]|\\.)*)" "(?P<agent>(?:[^"\\]|\\.)*)"'
+)
+
+
+def parse_access(line: str) -> Access | None:
+    """An access log line, or None for the registry's other log lines."""
+    import urllib.parse
+
+    found = _ACCESS.fullmatch(line.strip())
+    if found is None:
+        return None
+    parts = urllib.parse.urlsplit(found["uri"])
+    query = dict(urllib.parse.parse_qsl(parts.query))
+    return Access(
+        found["method"], parts.path, query, int(found["status"]), int(found["size"]), found["agent"]
+    )
+
+
+def pair_env(root: Path, users: Sequence[tuple[Registry, str, str]]) -> dict[str, str]:
+    """gpudrv's environment for several registries at once: one CA bundle trusting each, one auth
+    file with a (user, password) for each host, and no docker config of the user's."""
+    import base64
+
+    root.mkdir(parents=True, exist_ok=True)
+    bundle = root / "ca-bundle.pem"
+    bundle.write_text("".join(registry.ca.read_text() for registry, _, _ in users))
+    auths = {
+        registry.host: {"auth": base64.b64encode(f"{user}:{password}".encode()).decode()}
+        for registry, user, password in users
+    }
+    auth_file = root / "auth.json"
+    auth_file.write_text(json.dumps({"auths": auths}, indent=2) + "\n")
+    (root / "home").mkdir(exist_ok=True)
+    return {
+        "SSL_CERT_FILE": str(bundle),
+        "HOME": str(root / "home"),
+        "DOCKER_CONFIG": str(root / "home"),
+        "REGISTRY_AUTH_FILE": str(auth_file),
+    }
 
 
 @dataclass
@@ -234,7 +300,7 @@ class Registry:
             )
         return (
             "version: 0.1\n"
-            "log:\n  level: warn\n  accesslog:\n    disabled: true\n"
+            "log:\n  level: warn\n  accesslog:\n    disabled: false\n"
             f"storage:\n  filesystem:\n    rootdirectory: {self.root / 'storage'}\n"
             "  delete:\n    enabled: true\n"
             f"http:\n  addr: 127.0.0.1:{self.port}\n"
@@ -387,6 +453,95 @@ class Registry:
         """Delete the tag's manifest (by its digest, as the registry deletes)."""
         digest = self.crane("digest", f"{self.repository}:{tag}").strip()
         self.crane("delete", f"{self.repository}@{digest}")
+
+    def push_index(
+        self,
+        tag: str,
+        seed: str | None = None,
+        size: int = LAYER_SIZE,
+        repository: str = REPOSITORY,
+        docker: bool = False,
+    ) -> str:
+        """A multi-platform image under the tag: for each of PLATFORMS an image with one layer of
+        `size` random bytes (deterministic from `seed`, default the tag; different per platform), in an
+        OCI image index (`docker`: Docker manifests in a manifest list). Returns the index digest."""
+        reference = f"{self.host}/{repository}"
+        children = []
+        for platform in PLATFORMS:
+            layer = self.random_layer(f"{seed or tag}/{platform}", size)
+            empty_base = [] if docker else ["--oci-empty-base"]
+            self.crane("append", "--new_layer", str(layer), "--new_tag", f"{reference}:{tag}", *empty_base)
+            # The platform goes into the config: a new image, pushed by digest only.
+            children.append(
+                self.crane(
+                    "mutate", f"{reference}:{tag}", "--set-platform", platform, "--repo", reference
+                ).strip()
+            )
+        manifests = [part for child in children for part in ("--manifest", child)]
+        empty_index = ["--docker-empty-base"] if docker else []
+        self.crane("index", "append", *manifests, "--tag", f"{reference}:{tag}", *empty_index)
+        return self.digest(tag, repository)
+
+    def digest(self, tag: str, repository: str = REPOSITORY) -> str:
+        return self.crane("digest", f"{self.host}/{repository}:{tag}").strip()
+
+    def random_layer(self, seed: str, size: int) -> Path:
+        """A layer tarball holding `size` random bytes from `seed` (the same seed, the same bytes and
+        tar; crane gzips it, and gzip of random bytes is no smaller)."""
+        key = hashlib.sha256(f"{seed}/{size}".encode()).hexdigest()[:16]
+        layer = self.root / "layers" / f"{key}.tar"
+        if not layer.exists():
+            layer.parent.mkdir(parents=True, exist_ok=True)
+            payload = random.Random(key).randbytes(size)
+            info = tarfile.TarInfo("driver/payload.bin")
+            info.size, info.mtime, info.mode = size, 0, 0o644
+            with tarfile.open(layer, "w", format=tarfile.USTAR_FORMAT) as archive:
+                archive.addfile(info, io.BytesIO(payload))
+        return layer
+
+    # --- what reached the registry: its access log ---
+
+    def accesses(self, agent: str | None = "gpudrv/") -> list[Access]:
+        """Every request the registry logged (by clients whose User-Agent starts with `agent`; None:
+        all), oldest first. The log is written once a request is answered."""
+        text = (self.root / "logs" / "registry.log").read_text(errors="replace")
+        found = (parse_access(line) for line in text.splitlines())
+        return [item for item in found if item and (agent is None or item.agent.startswith(agent))]
+
+    def count(self, method: str, path: str, status: int | None = None, agent: str | None = "gpudrv/") -> int:
+        """Requests by method and a regular expression the path must fully match (and status)."""
+        pattern = re.compile(path)
+        return sum(
+            1
+            for item in self.accesses(agent)
+            if item.method == method and pattern.fullmatch(item.path) and status in (None, item.status)
+        )
+
+    def uploaded(self, agent: str | None = "gpudrv/") -> list[str]:
+        """The digests of blob uploads completed (PUT .../blobs/uploads/<id>?digest=..., 201)."""
+        return [
+            item.query["digest"]
+            for item in self.accesses(agent)
+            if item.method == "PUT" and "/blobs/uploads/" in item.path and item.status == 201
+            and "digest" in item.query
+        ]  # fmt: skip
+
+    def mounted(self, agent: str | None = "gpudrv/") -> list[str]:
+        """The digests of cross-repository mounts (POST .../blobs/uploads/?mount=...&from=..., 201)."""
+        return [
+            item.query["mount"]
+            for item in self.accesses(agent)
+            if item.method == "POST" and item.path.endswith("/blobs/uploads/") and item.status == 201
+            and "mount" in item.query
+        ]  # fmt: skip
+
+    def manifest_puts(self, agent: str | None = "gpudrv/") -> list[str]:
+        """The references of manifests PUT (201), tag or digest."""
+        return [
+            item.path.rsplit("/", 1)[-1]
+            for item in self.accesses(agent)
+            if item.method == "PUT" and "/manifests/" in item.path and item.status == 201
+        ]
 
     def _layer(self, content: str) -> Path:
         folder = self.root / "layers" / hashlib.sha256(content.encode()).hexdigest()[:12]

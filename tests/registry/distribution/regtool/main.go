@@ -61,9 +61,12 @@ func cert(dir string) {
 	check(os.MkdirAll(dir, 0o700))
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	check(err)
+	serial := time.Now().UnixNano()
 	template := &x509.Certificate{
-		SerialNumber:          big.NewInt(time.Now().UnixNano()),
-		Subject:               pkix.Name{CommonName: "gpudrv test registry"},
+		SerialNumber: big.NewInt(serial),
+		// A name of its own: a CA bundle trusting two test registries must tell their certificates apart
+		// (OpenSSL looks a trust anchor up by subject name).
+		Subject:               pkix.Name{CommonName: fmt.Sprintf("gpudrv test registry %d", serial)},
 		NotBefore:             time.Now().Add(-time.Hour),
 		NotAfter:              time.Now().Add(30 * 24 * time.Hour),
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,

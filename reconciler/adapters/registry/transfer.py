@@ -1,0 +1,387 @@
+"""Copy an image from one OCI registry to another over the distribution API, digests preserved.
+
+The tag's manifest is fetched from the source and must still have the digest the plan resolved; for
+an index, every platform manifest is fetched by digest and checked against its descriptor. Blobs
+(configs, layers) go first: a HEAD on the target (present: not sent), a cross-repository mount when
+both repositories are on one registry, else a stream from the source into a POST-then-PUT upload,
+checked for size and digest while it flows (never a whole layer in memory). Platform manifests are
+PUT by digest, the index (or the single manifest) by tag last, so a tag never points at an
+incomplete image; a HEAD of the tag on the target then checks the digest. A rerun sends only what
+the target lacks. See docs/registry.md, "Copying an image".
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import json
+import threading
+import urllib.parse
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from reconciler.adapters.registry import oci
+from reconciler.core.oci_image import (
+    MANIFEST_TYPES,
+    MAX_DEPTH,
+    ContentError,
+    Descriptor,
+    Digest,
+    Manifest,
+    check_content,
+    digest_of,
+    error_codes,
+    media_type_of,
+    parse_digest,
+    parse_manifest,
+)
+from reconciler.core.registry import Repository
+from reconciler.errors import GpudrvError
+
+if TYPE_CHECKING:
+    from reconciler.adapters.registry.oci import Response
+
+ACCEPT = {"Accept": ", ".join(MANIFEST_TYPES)}
+CHUNK = 1 << 20  # bytes per read of a streamed blob
+MAX_MANIFEST = 4 << 20  # distribution refuses manifests over 4 MiB; so does gpudrv
+
+
+@dataclass(frozen=True)
+class Copied:
+    tag: str
+    digest: str  # the manifest (index) digest, identical in both registries
+    manifests: int  # manifests written to the target (0 when it already had them all)
+    blobs_sent: int  # blobs uploaded
+    blobs_mounted: int  # blobs cross-repository mounted
+    # Blobs the target already had (not sent), of those looked at: the blobs of a platform manifest
+    # the target already has are not looked at again (the registry checked them when it took it).
+    blobs_present: int
+    bytes_sent: int
+
+
+def connect_target(
+    target: Repository, source: Repository, concurrency: int = oci.CONCURRENCY
+) -> AbstractContextManager[oci.Client]:
+    """A client for the target that asks for a token to push there, and on the source's registry to
+    pull the source too (a cross-repository mount needs both)."""
+    scopes = [target.push_scope]
+    if mounts_from(source, target) is not None:
+        scopes.append(source.scope)
+    return oci.connect(target, concurrency, scopes)
+
+
+def mounts_from(source: Repository, target: Repository) -> str | None:
+    """The repository a target blob can be mounted from: the source's, on the same registry."""
+    same = source.api_host == target.api_host and source.path != target.path
+    return source.path if same else None
+
+
+# --- what upstream has ---------------------------------------------------------------------------
+
+
+def resolve_all(source: oci.Client, tags: Sequence[str]) -> dict[str, str | None]:
+    """Each tag's manifest digest in the source (None: no such tag), `concurrency` at a time; the
+    first error stops the rest."""
+    found = source.each(lambda tag: _digest_at(source, tag), list(tags))
+    return {tag: None if digest is None else str(digest) for tag, digest in found.items()}
+
+
+def _digest_at(client: oci.Client, reference: str) -> Digest | None:
+    """The digest a reference resolves to: Docker-Content-Digest of a HEAD, else the GET body's."""
+    response = client.request("HEAD", _manifest_url(client, reference), ACCEPT)
+    if response.status == 404:
+        return None
+    if response.status != 200:
+        raise client.unexpected(response, f"HEAD {_ref(client, reference)}")
+    header = response.headers.get("Docker-Content-Digest")
+    if header:
+        return _header_digest(client, header, reference)
+    return digest_of(_get_manifest(client, reference)[1])
+
+
+# --- the copy ------------------------------------------------------------------------------------
+
+
+def copy(
+    source: oci.Client, target: oci.Client, tag: str, digest: str, shared: SharedBlobs | None = None
+) -> Copied:
+    """Copy the image `tag` pointed to when planned (`digest`) from source to target (module doc).
+    A GpudrvError names the tag; a RegistryFailure (down, refused) is the registry's, not the tag's."""
+    try:
+        return _copy(source, target, tag, digest, shared or SharedBlobs())
+    except oci.RegistryFailure:
+        raise
+    except GpudrvError as exc:
+        raise GpudrvError(f"copying {_ref(source, tag)} to {target.repository}: {exc.message}") from None
+
+
+def copy_all(
+    source: oci.Client, target: oci.Client, plan: Sequence[tuple[str, str]], concurrency: int
+) -> list[Copied | GpudrvError]:
+    """Copy each (tag, digest), `concurrency` tags at a time, blobs shared between tags sent once. A
+    tag that fails is its GpudrvError in the list and the others go on; a registry that is down or
+    refuses (RegistryFailure) is raised once for the whole run, the tags not started left alone."""
+    shared = SharedBlobs()
+    results: dict[int, Copied | GpudrvError] = {}
+    with concurrent.futures.ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="gpudrv-copy") as pool:
+        futures = {
+            pool.submit(copy, source, target, tag, digest, shared): index
+            for index, (tag, digest) in enumerate(plan)
+        }
+        for future in concurrent.futures.as_completed(futures):
+            error = future.exception()
+            if isinstance(error, oci.RegistryFailure):
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise error
+            if error is not None and not isinstance(error, GpudrvError):
+                raise error
+            results[futures[future]] = error if isinstance(error, GpudrvError) else future.result()
+    return [results[index] for index in range(len(plan))]
+
+
+@dataclass
+class _Counts:
+    manifests: int = 0
+    sent: int = 0
+    mounted: int = 0
+    present: int = 0
+    bytes_sent: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def blob(self, outcome: str, size: int) -> None:
+        with self.lock:
+            if outcome == "sent":
+                self.sent, self.bytes_sent = self.sent + 1, self.bytes_sent + size
+            elif outcome == "mounted":
+                self.mounted += 1
+            else:
+                self.present += 1
+
+
+def _copy(source: oci.Client, target: oci.Client, tag: str, digest: str, shared: SharedBlobs) -> Copied:
+    try:
+        planned = parse_digest(digest)
+    except ContentError as exc:
+        raise GpudrvError(f"the planned digest of {tag}: {exc}") from None
+    media_type, body = _get_manifest(source, tag)
+    sent_digest = digest_of(body, planned.algorithm)
+    if sent_digest != planned:
+        raise GpudrvError(
+            f"{source.where}: the tag now resolves to {sent_digest}, not {planned} as planned (it changed "
+            "between plan and copy); nothing copied"
+        )
+    counts = _Counts()
+    work = _Work(source, target, mounts_from(source.repository, target.repository), shared, counts)
+    work.contents(_parse(source, media_type, body, tag), depth=0)
+    if _digest_at(target, tag) != planned:
+        _put_manifest(target, tag, media_type, body)
+        counts.manifests += 1
+    found = _digest_at(target, tag)
+    if found != planned:
+        raise GpudrvError(
+            f"{_ref(target, tag)} is {found or 'missing'} after the copy, not {planned} "
+            "(the copy does not verify by digest)"
+        )
+    return Copied(
+        tag, str(planned), counts.manifests, counts.sent, counts.mounted, counts.present, counts.bytes_sent
+    )
+
+
+@dataclass
+class _Work:
+    source: oci.Client
+    target: oci.Client
+    mount_from: str | None
+    shared: SharedBlobs
+    counts: _Counts
+
+    def contents(self, manifest: Manifest, depth: int) -> None:
+        """What the manifest refers to onto the target: its blobs, or an index's manifests (each
+        after its own contents, by digest)."""
+        for blob in dict.fromkeys(manifest.blobs):
+            if blob.distributable:
+                outcome = self.shared.ensure(blob.digest, functools.partial(self.blob, blob))
+                self.counts.blob(outcome, blob.size)
+        for entry in dict.fromkeys(manifest.manifests):
+            if _digest_at(self.target, str(entry.digest)) == entry.digest:
+                continue  # the registry checked its contents when it took it
+            if depth >= MAX_DEPTH:
+                raise GpudrvError(f"{self.source.where}: indexes nest deeper than {MAX_DEPTH} levels")
+            media_type, body = _get_manifest(self.source, str(entry.digest))
+            try:
+                check_content(body, entry.digest, entry.size)
+            except ContentError as exc:
+                raise GpudrvError(f"{self.source.where}: manifest {entry.digest}: {exc}") from None
+            self.contents(_parse(self.source, media_type, body, str(entry.digest)), depth + 1)
+            _put_manifest(self.target, str(entry.digest), media_type, body)
+            self.counts.manifests += 1
+
+    def blob(self, blob: Descriptor) -> str:
+        """present, mounted or sent."""
+        target = self.target
+        response = target.request("HEAD", _blob_url(target, blob.digest), {})
+        if response.status == 200:
+            return "present"
+        if response.status != 404:
+            raise target.unexpected(response, f"HEAD blob {blob.digest}")
+        query = {"mount": str(blob.digest), "from": self.mount_from} if self.mount_from else {}
+        url = f"{target.base}/blobs/uploads/" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        response = target.request("POST", url, {}, write=True)
+        if response.status == 201 and self.mount_from:
+            return "mounted"
+        if response.status != 202:
+            raise _write_error(target, response, "POST a blob upload")
+        location = response.headers.get("Location")
+        if not location:
+            raise GpudrvError(f"{target.where}: its answer to an upload POST has no Location")
+        parts = urllib.parse.urlsplit(target.same_origin(urllib.parse.urljoin(url, location), "its upload"))
+        query_list = [*urllib.parse.parse_qsl(parts.query), ("digest", str(blob.digest))]
+        put = urllib.parse.urlunsplit(parts._replace(query=urllib.parse.urlencode(query_list)))
+        headers = {"Content-Type": "application/octet-stream", "Content-Length": str(blob.size)}
+        response = target.request("PUT", put, headers, lambda: self.stream(blob), write=True)
+        if response.status != 201:
+            raise _write_error(target, response, f"PUT blob {blob.digest}")
+        return "sent"
+
+    def stream(self, blob: Descriptor) -> Iterator[bytes]:
+        """The blob from the source, checked while it flows: the last piece is held back until size
+        and digest are right, so a wrong blob never completes an upload."""
+        source = self.source
+        url = _blob_url(source, blob.digest)
+        response = source.request("GET", url, {}, stream=True)
+        try:
+            if response.status != 200:
+                raise source.unexpected(response, f"GET blob {blob.digest}")
+            hasher, held = blob.digest.hasher(), b""
+            for chunk in source.chunks(response, url, CHUNK):
+                hasher.update(chunk)
+                if hasher.size > blob.size:
+                    raise GpudrvError(f"{source.where}: blob {blob.digest} is over its {blob.size} bytes")
+                if held:
+                    yield held
+                held = chunk
+            if hasher.size != blob.size or hasher.digest() != blob.digest:
+                raise GpudrvError(
+                    f"{source.where}: blob {blob.digest} arrived as {hasher.size} bytes hashing to "
+                    f"{hasher.digest()}, not {blob.size} bytes"
+                )
+            if held:
+                yield held
+        finally:
+            response.close()
+
+
+class SharedBlobs:
+    """Blobs one run has handled, so that tags copied at once send a shared layer once: the first
+    tag sends it, the others wait and count it present (or try themselves if it failed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._handled: dict[Digest, concurrent.futures.Future[str]] = {}
+
+    def ensure(self, digest: Digest, work: Callable[[], str]) -> str:
+        with self._lock:
+            future = self._handled.get(digest)
+            mine = future is None or (future.done() and future.exception() is not None)
+            if mine:
+                future = self._handled[digest] = concurrent.futures.Future()
+        assert future is not None
+        if not mine:
+            try:
+                future.result()
+            except Exception:  # the other tag's attempt failed: this one tries
+                return work()
+            return "present"
+        try:
+            outcome = work()
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        future.set_result(outcome)
+        return outcome
+
+
+# --- the endpoints -------------------------------------------------------------------------------
+
+
+def _manifest_url(client: oci.Client, reference: str) -> str:
+    return f"{client.base}/manifests/{urllib.parse.quote(reference, safe=':')}"
+
+
+def _blob_url(client: oci.Client, digest: Digest) -> str:
+    return f"{client.base}/blobs/{digest}"
+
+
+def _ref(client: oci.Client, reference: str) -> str:
+    separator = "@" if ":" in reference else ":"
+    return f"{client.repository}{separator}{reference}"
+
+
+def _get_manifest(client: oci.Client, reference: str) -> tuple[str, bytes]:
+    """The manifest's media type (as the registry sends it) and exact bytes, their digest checked
+    against the registry's Docker-Content-Digest when it sends one."""
+    response = client.request("GET", _manifest_url(client, reference), ACCEPT)
+    if response.status == 404:
+        raise GpudrvError(f"{client.where}: has no manifest {_ref(client, reference)}")
+    if response.status != 200:
+        raise client.unexpected(response, f"GET {_ref(client, reference)}")
+    body = response.data
+    if len(body) > MAX_MANIFEST:
+        raise GpudrvError(f"{client.where}: manifest {_ref(client, reference)} is over {MAX_MANIFEST} bytes")
+    header = response.headers.get("Docker-Content-Digest")
+    if header:
+        said = _header_digest(client, header, reference)
+        if digest_of(body, said.algorithm) != said:
+            raise GpudrvError(
+                f"{client.where}: sent a manifest for {_ref(client, reference)} whose bytes do not match "
+                f"its digest {said}"
+            )
+    try:
+        media_type = media_type_of(response.headers.get("Content-Type"), _json(body))
+    except ContentError as exc:
+        raise GpudrvError(f"{client.where}: {_ref(client, reference)}: {exc}") from None
+    return media_type, body
+
+
+def _parse(client: oci.Client, media_type: str, body: bytes, reference: str) -> Manifest:
+    try:
+        return parse_manifest(media_type, _json(body))
+    except ContentError as exc:
+        raise GpudrvError(f"{client.where}: {_ref(client, reference)}: {exc}") from None
+
+
+def _put_manifest(client: oci.Client, reference: str, media_type: str, body: bytes) -> None:
+    response = client.request(
+        "PUT", _manifest_url(client, reference), {"Content-Type": media_type}, body, write=True
+    )
+    if response.status != 201:
+        raise _write_error(client, response, f"PUT manifest {_ref(client, reference)}")
+
+
+def _header_digest(client: oci.Client, header: str, reference: str) -> Digest:
+    try:
+        return parse_digest(header.strip())
+    except ContentError as exc:
+        raise GpudrvError(
+            f"{client.where}: the Docker-Content-Digest of {_ref(client, reference)}: {exc}"
+        ) from None
+
+
+def _write_error(client: oci.Client, response: Response, what: str) -> GpudrvError:
+    """A refused write is the `refuses pushes` line; other answers name the spec's error codes only."""
+    codes = error_codes(_json(response.data, quiet=True))
+    status = f"{response.status} {' '.join(codes)}".strip()
+    if response.status in (401, 403) or {"DENIED", "UNAUTHORIZED"} & set(codes):
+        return client.refuses_pushes(f"{what} answered {status}")
+    return GpudrvError(f"{client.where}: {what} answered {status}")
+
+
+def _json(body: bytes, quiet: bool = False) -> Any:
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        if quiet:
+            return None
+        raise ContentError("a manifest is not JSON") from None
