@@ -21,7 +21,7 @@ from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.registry import oci, transfer
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import build_plan, fill
+from reconciler.core import fill
 from reconciler.core.audit import Status, audit_wants
 from reconciler.core.driver_images import Wants
 from reconciler.core.registry import Repository
@@ -107,6 +107,8 @@ def _carry_out(
 
 def _print(result: fill.Fill, output: Output) -> None:
     if output is Output.GITHUB_MATRIX:
+        from reconciler.core import build_plan  # the recipes' table, read only for this output
+
         entries = build_plan.build_entries([step.need.key for step in result.builds], str(result.target))
         print(document.json_text(build_plan.github_matrix(entries), indent=None))
     elif output is Output.GITHUB:
