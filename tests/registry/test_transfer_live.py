@@ -235,6 +235,17 @@ def test_a_tag_that_changes_between_plan_and_copy_is_refused(
     with pytest.raises(RuntimeError, match=r"MANIFEST_UNKNOWN|manifest unknown"):
         target.digest(TAGS[0])
 
+    # A tag the target has with another digest is not overwritten.
+    rebuilt = upstream.push_index(TAGS[1], seed="rebuilt again")
+    with clients(monkeypatch, env, upstream.repository, target.repository) as (source, push):
+        (kept,) = transfer.copy_all(source, push, [(TAGS[1], rebuilt)], concurrency=1)
+    assert str(kept) == (
+        f"copying {upstream.repository}:{TAGS[1]} to {target.repository}: registry {target.host}: the tag "
+        f"already points at {other}, not {rebuilt}; gpudrv does not overwrite a tag (delete it there to "
+        "copy it again)"
+    )
+    assert target.digest(TAGS[1]) == other
+
 
 def test_on_one_registry_blobs_are_mounted_not_uploaded(
     upstream: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -249,6 +260,22 @@ def test_on_one_registry_blobs_are_mounted_not_uploaded(
     assert sorted(registry.mounted()) == sorted(blobs_of(registry, TAGS[0]))
     assert registry.uploaded() == []
     assert registry.digest(TAGS[0], "mirror/driver") == digest
+
+
+def test_a_registry_that_is_down_is_one_line_for_the_run(
+    upstream: Registry, target: Registry, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    digest = upstream.push_index(TAGS[0])
+    env = pair_env(tmp_path, upstream, target)
+    target.stop()
+    with (
+        clients(monkeypatch, env, upstream.repository, target.repository) as (source, push),
+        pytest.raises(oci.RegistryFailure) as down,
+    ):
+        transfer.copy_all(source, push, [(TAGS[0], digest), (TAGS[1], digest)], concurrency=2)
+    assert str(down.value) == (
+        f"registry {target.host}: cannot connect to {target.host}: [Errno 111] Connection refused"
+    )
 
 
 def test_a_blob_that_does_not_match_its_digest_never_completes_an_upload(

@@ -107,8 +107,9 @@ def _digest_at(client: oci.Client, reference: str) -> Digest | None:
 def copy(
     source: oci.Client, target: oci.Client, tag: str, digest: str, shared: SharedBlobs | None = None
 ) -> Copied:
-    """Copy the image `tag` pointed to when planned (`digest`) from source to target (module doc).
-    A GpudrvError names the tag; a RegistryFailure (down, refused) is the registry's, not the tag's."""
+    """Copy the image `tag` pointed to when planned (`digest`) from source to target (module doc). A
+    tag the target has with another digest is not overwritten. A GpudrvError names the tag; a
+    RegistryFailure (down, refused) is the registry's, not the tag's."""
     try:
         return _copy(source, target, tag, digest, shared or SharedBlobs())
     except oci.RegistryFailure:
@@ -172,10 +173,16 @@ def _copy(source: oci.Client, target: oci.Client, tag: str, digest: str, shared:
             f"{source.where}: the tag now resolves to {sent_digest}, not {planned} as planned (it changed "
             "between plan and copy); nothing copied"
         )
+    existing = _digest_at(target, tag)
+    if existing not in (None, planned):
+        raise GpudrvError(
+            f"{target.where}: the tag already points at {existing}, not {planned}; gpudrv does not "
+            "overwrite a tag (delete it there to copy it again)"
+        )
     counts = _Counts()
     work = _Work(source, target, mounts_from(source.repository, target.repository), shared, counts)
     work.contents(_parse(source, media_type, body, tag), depth=0)
-    if _digest_at(target, tag) != planned:
+    if existing != planned:
         _put_manifest(target, tag, media_type, body)
         counts.manifests += 1
     found = _digest_at(target, tag)
