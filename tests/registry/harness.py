@@ -580,23 +580,38 @@ def running(root: Path, auth: Auth = "htpasswd") -> Iterator[Registry]:
 
 
 def main() -> None:
-    """`python -m tests.registry.harness [--auth token] [--push TAG ...] DIR`: a registry to try gpudrv
-    on by hand; prints the variables to export, serves until interrupted, then stops."""
+    """`python -m tests.registry.harness [--auth token] [--pair] [--push TAG ...] DIR`: a registry to try
+    gpudrv on by hand (--pair: an upstream and a target, the tags pushed upstream as multi-platform
+    images, for `gpudrv matrix fill`); prints the variables to export, serves until interrupted, then
+    stops."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m tests.registry.harness", description=main.__doc__)
     parser.add_argument("dir", type=Path, help="a new folder for its certificate, storage and logs")
     parser.add_argument("--auth", choices=["htpasswd", "token"], default="htpasswd")
+    parser.add_argument("--pair", action="store_true", help="two registries: an upstream and a target")
     parser.add_argument("--push", nargs="*", default=[], metavar="TAG", help="tags to push an image under")
     options = parser.parse_args()
-    # Blocked, so sigwait takes them: the registry is stopped on the way out, whichever came.
+    root = options.dir.resolve()
+    # Blocked, so sigwait takes them: the registries are stopped on the way out, whichever came.
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    with running(options.dir.resolve(), options.auth) as registry:
-        registry.push(options.push)
-        for name, value in registry.env().items():
+    with contextlib.ExitStack() as stack:
+        if options.pair:
+            upstream = stack.enter_context(running(root / "upstream", options.auth))
+            target = stack.enter_context(running(root / "target", options.auth))
+            for tag in options.push:
+                upstream.push_index(tag)
+            env = pair_env(root / "gpudrv", [(upstream, USER, PASSWORD), (target, PUSHER, PUSHER_PASSWORD)])
+            hint = f"gpudrv matrix fill --upstream {upstream.repository} --registry {target.repository}"
+        else:
+            registry = stack.enter_context(running(root, options.auth))
+            registry.push(options.push)
+            env = registry.env()
+            hint = f"gpudrv matrix verify --registry {registry.repository}"
+        for name, value in env.items():
             if name != "HOME":
                 print(f"export {name}={value}")
-        print(f"# gpudrv matrix verify --registry {registry.repository}", flush=True)
+        print(f"# {hint}", flush=True)
         signal.sigwait({signal.SIGINT, signal.SIGTERM})
 
 
