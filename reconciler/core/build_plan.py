@@ -28,9 +28,10 @@ BASE_IMAGE = re.compile(r"[a-z0-9]+([._/-][a-z0-9]+)*:[A-Za-z0-9_][A-Za-z0-9_.-]
 PLATFORMS = re.compile(r"linux/(amd64|arm64)(,linux/(amd64|arm64))?")
 COMMIT = re.compile(r"[0-9a-f]{40}")
 OS_PREFIX = re.compile(r"[a-z]{2,16}")
-# A target repository: registry host[:port] and path, lower case (OCI distribution names).
+# A target repository: registry host[:port] (as core/registry.py reads it) and a lower-case path.
 REPOSITORY = re.compile(
-    r"[a-z0-9]+([.-][a-z0-9]+)*(:[0-9]{1,5})?(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)+",
+    r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?)*(:[0-9]{1,5})?"
+    r"(/[a-z0-9]+(([._]|__|-+)[a-z0-9]+)*)+",
 )
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 REFERENCE_LENGTH = 255

@@ -132,11 +132,25 @@ def test_flavoured_kernels_pass() -> None:
 
 @pytest.mark.parametrize(
     "repository",
-    ["", "Registry.example/driver", "registry.example/driver:tag", "registry.example", "a b/c", "r/x;y"],
+    [
+        "",
+        "registry.example/Driver",
+        "-registry.example/driver",
+        "registry.example/driver:tag",
+        "registry.example",
+        "a b/c",
+        "r/x;y",
+    ],
 )
 def test_a_target_repository_that_is_not_an_oci_name_is_refused(repository: str) -> None:
     with pytest.raises(BuildPlanError, match="is not an OCI repository name"):
         build_entries([JAMMY], repository, RECIPES)
+
+
+def test_a_registry_host_may_have_capitals_and_a_port() -> None:
+    [entry] = build_entries([JAMMY], "Registry.Example:5000/gpu/driver", RECIPES)
+    assert entry.image == "Registry.Example:5000/gpu/driver:580-5.15.0-119-generic-ubuntu22.04"
+    assert github_matrix([entry])["include"][0]["image"] == entry.image
 
 
 def test_the_matrix_checks_each_row_again() -> None:
