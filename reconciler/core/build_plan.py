@@ -8,6 +8,7 @@ cites gpu-driver-container path:line@commit). Every value of a matrix row ends u
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +36,9 @@ REPOSITORY = re.compile(
 )
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 REFERENCE_LENGTH = 255
+# GitHub runs at most 256 jobs of one matrix per workflow run
+# (https://docs.github.com/en/actions/how-tos/write-workflows/choose-what-workflows-do/run-job-variations).
+MATRIX_LIMIT = 256
 
 NO_RECIPE = "no precompiled recipe upstream for os tag {os_tag}"
 
@@ -119,10 +123,16 @@ def build_entries(keys: Iterable[ImageKey], repository: str, recipes: Recipes) -
 
 def github_matrix(entries: Sequence[BuildEntry]) -> dict[str, list[dict[str, str]]]:
     """`{"include": [row, ...]}` for the entries with a recipe, in tag order: what `strategy.matrix`
-    takes through fromJSON. Every value is checked again; one that fails is refused (BuildPlanError)."""
+    takes through fromJSON. Every value is checked again; one that fails, or a tag twice, is refused
+    (BuildPlanError). At most MATRIX_LIMIT rows, the first in tag order: the rest wait for the next run
+    (each run builds, adds its rows, and plans again)."""
     rows = [_row(entry, entry.recipe) for entry in entries if entry.recipe is not None]
     rows.sort(key=lambda row: row["target_tag"])
-    return {"include": rows}
+    tags = [row["target_tag"] for row in rows]
+    twice = next((tag for tag, after in itertools.pairwise(tags) if tag == after), None)
+    if twice is not None:
+        raise BuildPlanError(f"build matrix: the tag {twice} twice")
+    return {"include": rows[:MATRIX_LIMIT]}
 
 
 def build_line(entry: BuildEntry) -> str:

@@ -171,6 +171,17 @@ def test_the_matrix_checks_each_row_again() -> None:
         github_matrix([wrong_recipe])
 
 
+def test_a_tag_twice_is_refused_and_the_matrix_stops_at_githubs_limit() -> None:
+    [entry] = build_entries([JAMMY], REPOSITORY, RECIPES)
+    with pytest.raises(BuildPlanError, match=re.escape("the tag 580-5.15.0-119-generic-ubuntu22.04 twice")):
+        github_matrix([entry, entry])
+    keys = [ImageKey("580", f"5.15.0-{number}-generic", "ubuntu22.04") for number in range(300)]
+    rows = github_matrix(build_entries(keys, REPOSITORY, RECIPES))["include"]
+    assert len(rows) == build_plan.MATRIX_LIMIT == 256
+    assert rows[0]["kernel"] == "5.15.0-0-generic"  # the first in tag order
+    assert [row["target_tag"] for row in rows] == sorted(key.tag for key in keys)[:256]
+
+
 def test_build_lines() -> None:
     rhel = ImageKey("580", "5.14.0-427.el9.x86_64", "rhel9")
     lines = [build_plan.build_line(entry) for entry in build_entries([JAMMY, rhel], REPOSITORY, RECIPES)]
