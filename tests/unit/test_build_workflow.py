@@ -183,3 +183,53 @@ def test_a_fill_that_prints_no_matrix_fails_the_step(tmp_path: Path) -> None:
     result, output = run_fill(tmp_path, 1, "BUILD 580-6.8.0-1015-aws-ubuntu24.04")
     assert result.returncode != 0
     assert output == ""
+
+
+def test_the_rows_job_applies_the_fill_adds_each_built_tag_then_verifies(tmp_path: Path) -> None:
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    calls = tmp_path / "calls"
+    fake = tools / "gpudrv"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >> {calls}\n')
+    fake.chmod(0o755)
+    fleet = tmp_path / "fleet"
+    fleet.mkdir()
+    (fleet / "matrix.csv").write_text("driver_branch,kernel,os_tag\n")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q"], cwd=fleet, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=fleet, check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], cwd=fleet, check=True)
+    (fleet / "matrix.csv").write_text("driver_branch,kernel,os_tag\n550,5.15.0-119-generic,ubuntu22.04\n")
+    patch = subprocess.run(["git", "diff"], cwd=fleet, capture_output=True, text=True, check=True).stdout
+    subprocess.run(["git", "checkout", "-q", "matrix.csv"], cwd=fleet, check=True)
+    results = tmp_path / "runner/results"
+    (results / "fill-patch").mkdir(parents=True)
+    (results / "fill-patch/fill.patch").write_text(patch)
+    for tag in ("580-6.8.0-1015-aws-ubuntu24.04", "570-5.15.0-119-generic-ubuntu22.04"):
+        (results / f"built-{tag}").mkdir()
+        (results / f"built-{tag}/tag").write_text(tag + "\n")
+    environment = {
+        **os.environ,
+        "PATH": f"{tools}{os.pathsep}{os.environ['PATH']}",
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "REGISTRY_AUTH_DATA": "",
+    }
+    script = step("rows", "Add the rows and verify them in the registry")["run"]
+    result = subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=fleet,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert calls.read_text().splitlines() == [
+        "matrix add --tag 570-5.15.0-119-generic-ubuntu22.04",
+        "matrix add --tag 580-6.8.0-1015-aws-ubuntu24.04",
+        "matrix verify",
+    ]
+    staged = subprocess.run(
+        ["git", "diff", "--cached"], cwd=fleet, capture_output=True, text=True, check=True
+    )
+    assert "+550,5.15.0-119-generic,ubuntu22.04" in staged.stdout
