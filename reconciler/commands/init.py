@@ -34,7 +34,7 @@ from reconciler.core.driver_images import Wants
 from reconciler.core.operator import Mode
 from reconciler.errors import GpudrvError
 
-WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml")
+WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml", "build.yml")
 CONFIG_FILES = ("gpudrv.yaml", "matrix/support-matrix.csv")
 NEWEST_RULE = "v26.7.0"  # for the commented hint in gpudrv.yaml
 WIDTH = 100  # the next steps' paragraphs
@@ -229,6 +229,9 @@ def _next_steps(settings: Settings, pin: scaffold.Pin) -> None:
         "kubeconfig that may list nodes, and list nvidia.com clusterpolicies and nvidiadrivers",
         "environment production, secret KUBECONFIG: for apply.yml after a merge, a kubeconfig that may "
         "cordon, evict and relabel nodes and apply PodDisruptionBudgets; give it required reviewers",
+        "environment registry-push, secret REGISTRY_AUTH: for build.yml, a docker config.json that may "
+        "pull from nvcr.io and push to gpudrv.yaml's registry; and allow GitHub Actions to create pull "
+        "requests (Actions > General), build.yml opens one with the rows (docs/building-images.md)",
     ):
         print(textwrap.fill(line, WIDTH, initial_indent="  ", subsequent_indent="    "))
 

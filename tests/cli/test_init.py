@@ -24,6 +24,7 @@ FILES = [
     "clusters/prod/nvidiadriver-ubuntu22.04.yaml",
     ".github/workflows/apply.yml",
     ".github/workflows/audit.yml",
+    ".github/workflows/build.yml",
     ".github/workflows/pr.yml",
     ".pre-commit-config.yaml",
 ]
@@ -37,11 +38,16 @@ def test_init_writes_a_fleet_repository_that_passes_its_checks(tmp_path: Path) -
     fleet = tmp_path / "fleet"
     result = run_main("init", str(fleet), "--action", ACTION)
     assert (result.returncode, result.stderr) == (0, "")
-    assert result.stdout.splitlines()[:11] == [
+    assert result.stdout.splitlines()[:12] == [
         f"gpudrv init: a fleet repository in {fleet}, checked by gpudrv {__version__} ({ACTION})",
         *(f"  {name}" for name in FILES),
         "1 GPU node (an example), 1 matrix row",
     ]
+    # The secrets the workflows need, build.yml's too, among the next steps.
+    assert (
+        "  environment registry-push, secret REGISTRY_AUTH: for build.yml, a docker config.json"
+        in result.stdout
+    )
     assert files_under(fleet) == set(FILES)
     assert (fleet / "matrix/support-matrix.csv").read_text() == (
         "driver_branch,kernel,os_tag\n550,5.15.0-119-generic,ubuntu22.04\n"
@@ -58,7 +64,7 @@ def test_init_writes_a_fleet_repository_that_passes_its_checks(tmp_path: Path) -
 def test_one_gpudrv_commit_everywhere(tmp_path: Path) -> None:
     assert run_main("init", str(tmp_path), "--action", ACTION).returncode == 0
     yaml = YAML(typ="safe")
-    for name in ("pr.yml", "audit.yml", "apply.yml"):
+    for name in ("pr.yml", "audit.yml", "apply.yml", "build.yml"):
         text = (tmp_path / ".github/workflows" / name).read_text()
         flow = yaml.load(text)
         uses = [step["uses"] for job in flow["jobs"].values() for step in job["steps"] if "uses" in step]
@@ -91,8 +97,12 @@ def test_the_scaffold_pins_the_same_actions_as_this_repository(tmp_path: Path) -
             if "uses: actions/" in line
         }
 
-    # Every action the scaffold uses is pinned as here (this repository also uploads its fleet page).
-    assert pins(tmp_path / ".github/workflows") <= pins(REPO / ".github/workflows")
+    # Every action both use is pinned alike (this repository also uploads its fleet page; only the
+    # scaffold's build.yml downloads artifacts).
+    ours = {pin.split("@", 1)[0]: pin for pin in pins(REPO / ".github/workflows")}
+    theirs = pins(tmp_path / ".github/workflows")
+    assert {pin for pin in theirs if pin.split("@", 1)[0] in ours} <= set(ours.values())
+    assert {pin.split("@", 1)[0] for pin in theirs} - set(ours) == {"actions/download-artifact"}
     assert any("actions/checkout@" in pin for pin in pins(tmp_path / ".github/workflows"))
 
 
@@ -124,7 +134,7 @@ def test_a_second_init_names_the_first_file_and_how_many_more(tmp_path: Path) ->
     result = run_main("init", str(tmp_path), "--action", ACTION)
     assert result.returncode == 2
     assert result.stderr == (
-        f"gpudrv: {tmp_path / 'gpudrv.yaml'}: already exists (and 8 more); gpudrv init never overwrites, "
+        f"gpudrv: {tmp_path / 'gpudrv.yaml'}: already exists (and 9 more); gpudrv init never overwrites, "
         "it wrote nothing\n"
     )
 

@@ -276,7 +276,7 @@ def scaffolded(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_scaffolded_workflows_pass_actionlint(scaffolded: Path) -> None:
     files = sorted(str(path) for path in (scaffolded / ".github/workflows").glob("*.yml"))
-    assert len(files) == 3
+    assert len(files) == 4
     result = subprocess.run(
         [str(actionlint()), "-no-color", "-shellcheck", str(BIN / "shellcheck"), "-pyflakes", "", *files],
         cwd=scaffolded,
