@@ -21,13 +21,12 @@ from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.registry import oci, transfer
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import fill
 from reconciler.core.audit import Status, audit_wants
 from reconciler.core.driver_images import Wants
+from reconciler.core.fill import Action, Done, Fill, Transfer, lacking, needs, plan
 from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
-from reconciler.render import document
-from reconciler.render import fill as shown
+from reconciler.render import document, fill
 
 
 def run(
@@ -44,7 +43,7 @@ def run(
         raise GpudrvError(f"--upstream and --registry are the same repository ({target}): nothing to copy")
     row_schema = schemas.load("matrix-row")
     result = audit_wants(_wants(source), valid_matrix(matrix_path).tags())
-    wanted, unfillable = fill.needs(result, row_schema)
+    wanted, unfillable = needs(result, row_schema)
     unknown = sum(1 for finding in result.findings if finding.status is Status.INVALID)
     # A dry run only reads the target; a fill asks for a token to push there from the start.
     to_target = (
@@ -54,9 +53,9 @@ def run(
     )
     with to_target as to, oci.connect(upstream, concurrency) as up:
         in_target = to.exists_all([need.tag for need in wanted])
-        digests = transfer.resolve_all(up, fill.lacking(wanted, in_target))
-        steps = fill.plan(wanted, in_target, digests)
-        planned = fill.Fill(
+        digests = transfer.resolve_all(up, lacking(wanted, in_target))
+        steps = plan(wanted, in_target, digests)
+        planned = Fill(
             upstream, target, str(matrix_path), len(result.audited), tuple(steps), tuple(unfillable),
             dry_run=dry_run, unknown=unknown,
         )  # fmt: skip
@@ -72,27 +71,25 @@ def _wants(source: NodeSource) -> Wants:
     return found
 
 
-def _carry_out(
-    planned: fill.Fill, up: oci.Client, to: oci.Client, matrix_path: Path, concurrency: int
-) -> fill.Fill:
+def _carry_out(planned: Fill, up: oci.Client, to: oci.Client, matrix_path: Path, concurrency: int) -> Fill:
     """The copies, then the rows of every image now verified in the target, in one locked append."""
-    copies = planned.of(fill.Action.COPY)
+    copies = planned.of(Action.COPY)
     outcomes = transfer.copy_all(up, to, [(step.need.tag, step.digest or "") for step in copies], concurrency)
-    done: dict[str, fill.Done] = {}
+    done: dict[str, Done] = {}
     for step, outcome in zip(copies, outcomes, strict=True):
         if isinstance(outcome, GpudrvError):
-            done[step.need.tag] = fill.Done(step, error=str(outcome))
+            done[step.need.tag] = Done(step, error=str(outcome))
             continue
-        sent = fill.Transfer(
+        sent = Transfer(
             outcome.manifests,
             outcome.blobs_sent,
             outcome.blobs_mounted,
             outcome.blobs_present,
             outcome.bytes_sent,
         )
-        done[step.need.tag] = fill.Done(step, sent=sent)
-    for step in planned.of(fill.Action.ADD):
-        done[step.need.tag] = fill.Done(step)
+        done[step.need.tag] = Done(step, sent=sent)
+    for step in planned.of(Action.ADD):
+        done[step.need.tag] = Done(step)
     verified = [item.step.need.key for item in done.values() if item.ok]
     rows = {row.key: row for row in matrix_file.append(matrix_path, verified)} if verified else {}
     finished = []
@@ -105,15 +102,26 @@ def _carry_out(
     return replace(planned, done=tuple(finished))
 
 
-def _print(result: fill.Fill, output: Output) -> None:
-    if output is Output.GITHUB_MATRIX:
-        from reconciler.core import build_plan  # the recipes' table, read only for this output
+def _build_matrix(result: Fill) -> dict[str, list[dict[str, str]]]:
+    """What is left to build as a workflow's strategy.matrix, with NVIDIA's precompiled recipes."""
+    from reconciler.adapters.files import precompiled  # the recipes' table, read only for this output
+    from reconciler.core import build_plan
 
-        entries = build_plan.build_entries([step.need.key for step in result.builds], str(result.target))
-        print(document.json_text(build_plan.github_matrix(entries), indent=None))
+    keys = [step.need.key for step in result.builds]
+    try:
+        return build_plan.github_matrix(
+            build_plan.build_entries(keys, str(result.target), precompiled.recipes())
+        )
+    except build_plan.BuildPlanError as exc:
+        raise GpudrvError(f"the build plan: {exc}") from None
+
+
+def _print(result: Fill, output: Output) -> None:
+    if output is Output.GITHUB_MATRIX:
+        print(document.json_text(_build_matrix(result), indent=None))
     elif output is Output.GITHUB:
-        github.publish(shown.notes(result), shown.summary(result), shown.closing(result))
+        github.publish(fill.notes(result), fill.summary(result), fill.closing(result))
     elif output.structured:
-        print(document.text(shown.as_json(result), output))
+        print(document.text(fill.as_json(result), output))
     else:
-        print(shown.as_text(result))
+        print(fill.as_text(result))

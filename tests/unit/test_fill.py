@@ -12,7 +12,7 @@ from reconciler.core import fill, tags
 from reconciler.core.audit import AuditResult, Finding, Status, audit
 from reconciler.core.fill import Action, Done, Fill, Transfer
 from reconciler.core.registry import parse_repository
-from reconciler.render import fill as shown
+from reconciler.render.fill import as_json, as_text, closing, notes, summary
 from tests.unit.test_audit import gpu
 
 REPO = Path(__file__).resolve().parents[2]
@@ -80,7 +80,7 @@ def planned(dry_run: bool = False) -> Fill:
 def test_a_dry_run_prints_the_plan_and_exits_one_when_something_needs_a_build() -> None:
     result = planned(dry_run=True)
     assert not result.ok
-    assert shown.as_text(result).splitlines() == [
+    assert as_text(result).splitlines() == [
         f"ADD {NOW}: {TARGET} has it, the matrix lacks the row; for 3 nodes (a, b, d)",
         f"COPY {LATER} from {UPSTREAM} (sha256:bbbbbbbbbbbb) to {TARGET}, for 2 nodes (c, d), at their next "
         "reboot (kernel 6.8.0-60-generic)",
@@ -100,18 +100,19 @@ def carried_out(error: str | None = None) -> Fill:
 def test_after_the_copies_each_image_says_what_was_sent_and_where_its_row_is() -> None:
     result = carried_out()
     assert result.sent() == Transfer(3, 4, 0, 2, 3 << 20)
-    assert shown.as_text(result).splitlines() == [
+    assert as_text(result).splitlines() == [
         f"{TARGET} has {NOW}; added the row at matrix/support-matrix.csv:3",
-        f"copied {LATER} to {TARGET} (sha256:bbbbbbbbbbbb; 4 blobs sent (3.0 MiB), 2 already there); added the "
-        "row at matrix/support-matrix.csv:4",
+        f"copied {LATER} to {TARGET} (sha256:bbbbbbbbbbbb; 4 blobs sent (3.0 MiB), 2 already there); "
+        "added the row at matrix/support-matrix.csv:4",
         f"BUILD 570-6.8.0-52-generic-ubuntu22.04: not in {UPSTREAM} nor {TARGET}; for 1 node (e)",
-        "filled 2 of 3 images; 1 to build; 3.0 MiB sent (gpudrv matrix fill -o github-matrix: the build plan)",
+        "filled 2 of 3 images; 1 to build; 3.0 MiB sent "
+        "(gpudrv matrix fill -o github-matrix: the build plan)",
     ]
 
 
 def test_a_failed_copy_is_one_line_and_not_ok() -> None:
     result = carried_out(error="registry registry.example.com: refuses pushes\nto nvidia/driver")
-    lines = shown.as_text(result).splitlines()
+    lines = as_text(result).splitlines()
     assert lines[1] == f"FAILED {LATER}: registry registry.example.com: refuses pushes\\nto nvidia/driver"
     assert lines[-1].startswith("filled 1 of 3 images; 1 failed, 1 to build")
     assert not result.ok
@@ -124,33 +125,33 @@ def test_everything_filled_is_ok_and_nothing_to_fill_says_so() -> None:
     assert done.ok
     empty = Fill(UPSTREAM, TARGET, "m.csv", 3, ())
     assert empty.ok
-    assert shown.as_text(empty) == "nothing to fill: 3 GPU nodes, each with its image in the matrix"
+    assert as_text(empty) == "nothing to fill: 3 GPU nodes, each with its image in the matrix"
 
 
 def test_json_follows_its_schema_and_names_the_open_images() -> None:
     schema = json.loads((REPO / "schemas" / "output" / "matrix-fill.schema.json").read_text())
     for result in (planned(dry_run=True), carried_out(), carried_out(error="refused")):
-        document = shown.as_json(result)
+        document = as_json(result)
         jsonschema.validate(document, schema)
         assert document["ok"] is result.ok
-    document = shown.as_json(carried_out(error="refused"))
+    document = as_json(carried_out(error="refused"))
     assert [(item["status"], item["tag"]) for item in document["findings"]] == [
         ("FAILED", LATER),
         ("BUILD", "570-6.8.0-52-generic-ubuntu22.04"),
     ]
     assert document["images"][0]["line"] == 3
-    copied = shown.as_json(carried_out())["images"][1]
+    copied = as_json(carried_out())["images"][1]
     assert copied["sent"] == {"manifests": 3, "blobs": 4, "mounted": 0, "present": 2, "bytes": 3 << 20}
 
 
 def test_github_annotations_escape_outside_text() -> None:
     result = carried_out(error="::error::forged\n##[warning]x")
-    commands = [note.command() for note in shown.notes(result)]
+    commands = [note.command() for note in notes(result)]
     assert all("\n" not in command for command in commands)
     assert "forged%0A##\\[warning]x" in commands[0]
-    assert shown.closing(result).startswith("filled 1 of 3 images")
-    summary = shown.summary(result).markdown()
-    assert "**COPY**" not in summary and "**FAILED**" in summary and "**ADDED**" in summary
+    assert closing(result).startswith("filled 1 of 3 images")
+    markdown = summary(result).markdown()
+    assert "**COPY**" not in markdown and "**FAILED**" in markdown and "**ADDED**" in markdown
 
 
 def test_nodes_that_pull_from_another_repository_get_a_note() -> None:
@@ -164,7 +165,7 @@ def test_nodes_that_pull_from_another_repository_get_a_note() -> None:
     assert (
         f"note: nodes pull from nvcr.io/nvidia/driver, not {TARGET}: the driver resource must name {TARGET} "
         "for the filled images to reach them"
-    ) in shown.as_text(result).splitlines()
+    ) in as_text(result).splitlines()
     here = Finding("x", Status.MISSING, NOW, image=f"{TARGET}:{NOW}")
     wanted, _ = fill.needs(AuditResult(("x",), (here,)), ROW_SCHEMA)
     assert Fill(UPSTREAM, TARGET, "m.csv", 1, tuple(fill.plan(wanted, {}, {}))).elsewhere() == []
