@@ -50,7 +50,7 @@ SUBCOMMANDS = list(parsers(build_parser()))
 
 def test_every_command_is_walked() -> None:
     assert {("audit",), ("matrix", "impact"), ("manifests", "validate"), ("reconcile",)} <= set(SUBCOMMANDS)
-    assert len(SUBCOMMANDS) == 21
+    assert len(SUBCOMMANDS) == 22
 
 
 @pytest.mark.parametrize("path", [(), *SUBCOMMANDS], ids=lambda path: " ".join(path) or "gpudrv")

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from tests.conftest import run_main
@@ -22,6 +23,7 @@ from tests.registry.harness import PASSWORD, PUSHER, PUSHER_PASSWORD, USER, Regi
 pytestmark = pytest.mark.registry
 
 GPUDRV = Path(sys.executable).with_name("gpudrv")
+REPO = Path(__file__).resolve().parents[2]
 KERNELS = ("6.8.0-51-generic", "6.8.0-52-generic", "6.8.0-53-generic")
 HEADER = "driver_branch,kernel,os_tag\n550,5.15.0-119-generic,ubuntu22.04\n"
 
@@ -90,6 +92,8 @@ def test_a_fill_copies_three_tags_and_adds_their_rows(
     done = fill(work, env, upstream, target, "-o", "json")
     assert done.returncode == 0, done.stderr
     document = as_json(done)
+    schema = json.loads((REPO / "schemas" / "output" / "matrix-fill.schema.json").read_text())
+    jsonschema.validate(document, schema)
     assert document["ok"] is True
     assert [(image["action"], image["tag"], image["added"]) for image in document["images"]] == [
         ("COPY", tag(kernel), True) for kernel in KERNELS
