@@ -278,8 +278,9 @@ def test_the_schema_keys_are_the_settings_config_keys(tmp_path: Path) -> None:
         for kind in (ApplySettings, ReconcileSettings, Connection)
         for key in flags.config_keys(kind).values()
     }
-    # helm: values files, no flag's default; registry: audit/matrix verify --registry's default.
-    assert set(schema["properties"]) - {"helm", "registry"} == keys
+    # helm: values files, no flag's default; registry: audit/matrix verify/matrix fill --registry's
+    # default; upstream: matrix fill --upstream's.
+    assert set(schema["properties"]) - {"helm", "registry", "upstream"} == keys
     values = {"fleet": "f", "matrix": "m.csv", "operatorVersion": "v25.3.4"}
     (tmp_path / "gpudrv.yaml").write_text("".join(f"{key}: {values[key]}\n" for key in sorted(keys)))
     read = config.load(str(tmp_path / "gpudrv.yaml"))
