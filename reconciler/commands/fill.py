@@ -13,6 +13,7 @@ that is down or refuses, before anything is written).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -117,8 +118,10 @@ def _build_matrix(result: Fill) -> dict[str, list[dict[str, str]]]:
 
 
 def _print(result: Fill, output: Output) -> None:
-    if output is Output.GITHUB_MATRIX:
-        print(document.json_text(_build_matrix(result), indent=None))
+    if output is Output.GITHUB_MATRIX:  # stdout is the workflow's JSON; the lines for people go to stderr
+        build_matrix = _build_matrix(result)
+        print(fill.as_text(result), file=sys.stderr)
+        print(document.json_text(build_matrix, indent=None))
     elif output is Output.GITHUB:
         github.publish(fill.notes(result), fill.summary(result), fill.closing(result))
     elif output.structured:

@@ -138,6 +138,10 @@ def test_a_tag_upstream_lacks_is_a_build_and_exit_1(
     assert builds.returncode == 1, builds.stderr
     [entry] = json.loads(builds.stdout)["include"]
     assert (entry["target_tag"], entry["kernel"]) == (tag(KERNELS[2]), KERNELS[2])
+    assert builds.stderr.splitlines() == [  # the lines for people, beside the workflow's JSON
+        lines[2],
+        "filled 0 of 1 image; 1 to build (gpudrv matrix fill -o github-matrix: the build plan)",
+    ]
 
 
 def test_a_killed_fill_leaves_the_matrix_alone_and_the_rerun_sends_only_the_missing_blobs(
