@@ -41,25 +41,6 @@ def kernels(count: int) -> list[str]:
     return [f"6.8.0-{100 + number}-generic" for number in range(count)]
 
 
-def node(name: str, kernel: str) -> str:
-    return (
-        f"apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n"
-        '    nvidia.com/gpu.present: "true"\n    nvidia.com/cuda.driver.major: "550"\n'
-        f'    feature.node.kubernetes.io/kernel-version.full: "{kernel}"\n'
-        '    feature.node.kubernetes.io/system-os_release.ID: "ubuntu"\n'
-        '    feature.node.kubernetes.io/system-os_release.VERSION_ID: "24.04"\n'
-    )
-
-
-def fleet(root: Path, names: list[str]) -> Path:
-    (root / "nodes").mkdir(parents=True)
-    for number, kernel in enumerate(names):
-        (root / "nodes" / f"gpu-{number}.yaml").write_text(node(f"gpu-{number}", kernel))
-    (root / "matrix").mkdir()
-    (root / "matrix" / "support-matrix.csv").write_text(HEADER)
-    return root
-
-
 def timed(
     work: Path, env: dict[str, str], upstream: str, target: str, *extra: str
 ) -> tuple[float, dict[str, Any]]:
@@ -107,7 +88,7 @@ def main() -> None:
                         (target, harness.PUSHER, harness.PUSHER_PASSWORD),
                     ]
                     env = harness.pair_env(root / f"env-{concurrency}", users)
-                    work = fleet(root / f"fleet-{concurrency}", names)
+                    work = harness.write_fleet(root / f"fleet-{concurrency}", names, HEADER)
                     flags = ("--concurrency", str(concurrency))
                     if not rows:
                         seconds, _ = timed(

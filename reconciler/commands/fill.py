@@ -24,7 +24,7 @@ from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core.audit import Status, audit_wants
 from reconciler.core.driver_images import Wants
-from reconciler.core.fill import Action, Done, Fill, Transfer, lacking, needs, plan
+from reconciler.core.fill import Action, Done, Fill, lacking, needs, plan
 from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
 from reconciler.render import document, fill
@@ -81,14 +81,7 @@ def _carry_out(planned: Fill, up: oci.Client, to: oci.Client, matrix_path: Path,
         if isinstance(outcome, GpudrvError):
             done[step.need.tag] = Done(step, error=str(outcome))
             continue
-        sent = Transfer(
-            outcome.manifests,
-            outcome.blobs_sent,
-            outcome.blobs_mounted,
-            outcome.blobs_present,
-            outcome.bytes_sent,
-        )
-        done[step.need.tag] = Done(step, sent=sent)
+        done[step.need.tag] = Done(step, sent=outcome.sent)
     for step in planned.of(Action.ADD):
         done[step.need.tag] = Done(step)
     verified = [item.step.need.key for item in done.values() if item.ok]

@@ -19,6 +19,7 @@ from typing import Any
 
 from reconciler.core import matrix
 from reconciler.core.audit import AuditResult, Finding, Status
+from reconciler.core.oci_image import Transfer
 from reconciler.core.registry import Repository
 from reconciler.core.tags import ImageKey
 
@@ -58,17 +59,6 @@ class Step:
     need: Need
     action: Action
     digest: str | None = None  # COPY: upstream's manifest digest when planned; the copy must match it
-
-
-@dataclass(frozen=True)
-class Transfer:
-    """What a copy sent to the target registry."""
-
-    manifests: int = 0
-    blobs_sent: int = 0
-    blobs_mounted: int = 0
-    blobs_present: int = 0
-    bytes_sent: int = 0
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,19 @@ class ContentError(ValueError):
     """Bytes or a document that are not what their descriptor or digest says."""
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """What copying an image sent to the target registry (adapters/registry/transfer.py counts it)."""
+
+    manifests: int = 0  # manifests written (0 when the target already had them all)
+    blobs_sent: int = 0  # blobs uploaded
+    blobs_mounted: int = 0  # blobs cross-repository mounted
+    # Blobs the target already had (not sent), of those looked at: the blobs of a platform manifest
+    # the target already has are not looked at again (the registry checked them when it took it).
+    blobs_present: int = 0
+    bytes_sent: int = 0
+
+
 @dataclass(frozen=True, order=True)
 class Digest:
     algorithm: str  # sha256, sha512

@@ -568,6 +568,46 @@ class Registry:
         return result.stdout
 
 
+# --- for matrix fill: a fleet that needs images, a fill killed mid-copy -------------------------------
+
+
+def gpu_node(name: str, kernel: str) -> str:
+    """A lab GPU node's manifest (driver 550, Ubuntu 24.04) on `kernel`: it needs 550-<kernel>-ubuntu24.04."""
+    return (
+        f"apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels:\n"
+        '    nvidia.com/gpu.present: "true"\n    nvidia.com/cuda.driver.major: "550"\n'
+        f'    feature.node.kubernetes.io/kernel-version.full: "{kernel}"\n'
+        '    feature.node.kubernetes.io/system-os_release.ID: "ubuntu"\n'
+        '    feature.node.kubernetes.io/system-os_release.VERSION_ID: "24.04"\n'
+    )
+
+
+def write_fleet(root: Path, kernels: Sequence[str], matrix: str) -> Path:
+    """A fleet repository in `root`: nodes/gpu-N.yaml, one GPU node per kernel, and the matrix text."""
+    (root / "nodes").mkdir(parents=True)
+    for number, kernel in enumerate(kernels):
+        (root / "nodes" / f"gpu-{number}.yaml").write_text(gpu_node(f"gpu-{number}", kernel))
+    (root / "matrix").mkdir()
+    (root / "matrix" / "support-matrix.csv").write_text(matrix)
+    return root
+
+
+def kill_after_uploads(
+    child: subprocess.Popen[bytes], target: Registry, uploads: int, poll: float, timeout: float = 60
+) -> bytes:
+    """SIGKILL `child` once `uploads` blob uploads reached `target` (or it ended, or `timeout`);
+    its stderr."""
+    try:
+        deadline = time.monotonic() + timeout
+        while len(target.uploaded()) < uploads and child.poll() is None and time.monotonic() < deadline:
+            time.sleep(poll)
+        child.send_signal(signal.SIGKILL)
+    finally:
+        child.kill()
+        _, errors = child.communicate(timeout=30)
+    return errors
+
+
 @contextlib.contextmanager
 def running(root: Path, auth: Auth = "htpasswd") -> Iterator[Registry]:
     registry = Registry(ensure_built(), root, auth)

@@ -9,7 +9,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -32,28 +31,9 @@ def tag(kernel: str) -> str:
     return f"550-{kernel}-ubuntu24.04"
 
 
-def node(name: str, kernel: str) -> str:
-    return f"""apiVersion: v1
-kind: Node
-metadata:
-  name: {name}
-  labels:
-    nvidia.com/gpu.present: "true"
-    nvidia.com/cuda.driver.major: "550"
-    feature.node.kubernetes.io/kernel-version.full: "{kernel}"
-    feature.node.kubernetes.io/system-os_release.ID: "ubuntu"
-    feature.node.kubernetes.io/system-os_release.VERSION_ID: "24.04"
-"""
-
-
 def fleet(root: Path, kernels: tuple[str, ...] = KERNELS) -> Path:
     """A fleet repository: a node per kernel (none of their images in the matrix), the matrix."""
-    (root / "nodes").mkdir(parents=True)
-    for number, kernel in enumerate(kernels):
-        (root / "nodes" / f"gpu-{number}.yaml").write_text(node(f"gpu-{number}", kernel))
-    (root / "matrix").mkdir()
-    (root / "matrix" / "support-matrix.csv").write_text(HEADER)
-    return root
+    return harness.write_fleet(root, kernels, HEADER)
 
 
 def environment(
@@ -156,14 +136,7 @@ def test_a_killed_fill_leaves_the_matrix_alone_and_the_rerun_sends_only_the_miss
     child = subprocess.Popen(
         command, cwd=work, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
-    try:
-        deadline = time.monotonic() + 60
-        while len(target.uploaded()) < 2 and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.005)
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.kill()
-        _, errors = child.communicate(timeout=30)
+    errors = harness.kill_after_uploads(child, target, uploads=2, poll=0.005)
     assert child.returncode == -signal.SIGKILL, errors.decode()
     before = target.uploaded()
     assert 2 <= len(before) < 2 * 2 * len(kernels), "the kill did not land mid-fill"

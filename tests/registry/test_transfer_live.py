@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.registry import oci, transfer
+from reconciler.core.oci_image import Transfer
 from reconciler.core.registry import parse_repository
 from reconciler.errors import GpudrvError
 from tests.registry import harness
@@ -81,7 +81,7 @@ def test_copy_three_multi_platform_tags_then_again(
 
     blobs = {tag: blobs_of(upstream, tag) for tag in TAGS}
     assert copied == [
-        transfer.Copied(tag, digests[tag], 3, 4, 0, 0, sum(blobs[tag].values())) for tag in TAGS
+        transfer.Copied(tag, digests[tag], Transfer(3, 4, 0, 0, sum(blobs[tag].values()))) for tag in TAGS
     ]
     for tag in TAGS:
         assert target.digest(tag) == digests[tag]
@@ -97,7 +97,7 @@ def test_copy_three_multi_platform_tags_then_again(
     # Again: the target has it all, nothing is sent.
     with clients(monkeypatch, env, upstream.repository, target.repository) as (source, push):
         again = transfer.copy_all(source, push, [(tag, digests[tag]) for tag in TAGS], concurrency=3)
-    assert again == [transfer.Copied(tag, digests[tag], 0, 0, 0, 0, 0) for tag in TAGS]
+    assert again == [transfer.Copied(tag, digests[tag], Transfer(0, 0, 0, 0, 0)) for tag in TAGS]
     assert len(target.uploaded()) == 12
     assert len(target.manifest_puts()) == 9
     assert target.count("POST", r"/v2/nvidia/driver/blobs/uploads/") == 12
@@ -106,6 +106,7 @@ def test_copy_three_multi_platform_tags_then_again(
 CHILD = """
 import sys, time
 from reconciler.adapters.registry import oci, transfer
+from reconciler.core.oci_image import Transfer
 from reconciler.core.registry import parse_repository
 
 chunks = oci.Client.chunks
@@ -137,14 +138,7 @@ def test_an_interrupted_copy_resumes_with_only_the_missing_blobs(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    try:
-        deadline = time.monotonic() + 60
-        while len(target.uploaded()) < 3 and child.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-    finally:
-        child.kill()
-        _, errors = child.communicate(timeout=30)
+    errors = harness.kill_after_uploads(child, target, uploads=3, poll=0.02)
     assert child.returncode == -signal.SIGKILL, errors.decode()
     before = target.uploaded()
     assert 3 <= len(before) < len(every_blob), "the kill did not land mid-copy"
@@ -156,8 +150,8 @@ def test_an_interrupted_copy_resumes_with_only_the_missing_blobs(
     assert set(before) | set(after) == every_blob
     assert all(isinstance(item, transfer.Copied) for item in copied), copied
     results = [item for item in copied if isinstance(item, transfer.Copied)]
-    assert sum(item.blobs_sent for item in results) == len(after)
-    assert sum(item.blobs_present for item in results) + len(after) <= len(every_blob)
+    assert sum(item.sent.blobs_sent for item in results) == len(after)
+    assert sum(item.sent.blobs_present for item in results) + len(after) <= len(every_blob)
     assert {tag: target.digest(tag) for tag in TAGS} == digests
 
 
@@ -256,7 +250,7 @@ def test_on_one_registry_blobs_are_mounted_not_uploaded(
     env = pair_env(tmp_path, registry, registry, upstream_user=(PUSHER, PUSHER_PASSWORD))
     with clients(monkeypatch, env, registry.repository, mirror) as (source, push):
         (copied,) = transfer.copy_all(source, push, [(TAGS[0], digest)], concurrency=1)
-    assert copied == transfer.Copied(TAGS[0], digest, 3, 0, 4, 0, 0)
+    assert copied == transfer.Copied(TAGS[0], digest, Transfer(3, 0, 4, 0, 0))
     assert sorted(registry.mounted()) == sorted(blobs_of(registry, TAGS[0]))
     assert registry.uploaded() == []
     assert registry.digest(TAGS[0], "mirror/driver") == digest

@@ -10,7 +10,8 @@ import jsonschema
 from reconciler.adapters.files import schemas
 from reconciler.core import fill, tags
 from reconciler.core.audit import AuditResult, Finding, Status, audit
-from reconciler.core.fill import Action, Done, Fill, Transfer
+from reconciler.core.fill import Action, Done, Fill
+from reconciler.core.oci_image import Transfer
 from reconciler.core.registry import parse_repository
 from reconciler.render.fill import as_json, as_text, closing, notes, summary
 from tests.unit.test_audit import gpu

@@ -30,6 +30,7 @@ from reconciler.core.oci_image import (
     Descriptor,
     Digest,
     Manifest,
+    Transfer,
     check_content,
     digest_of,
     error_codes,
@@ -52,13 +53,7 @@ MAX_MANIFEST = 4 << 20  # distribution refuses manifests over 4 MiB; so does gpu
 class Copied:
     tag: str
     digest: str  # the manifest (index) digest, identical in both registries
-    manifests: int  # manifests written to the target (0 when it already had them all)
-    blobs_sent: int  # blobs uploaded
-    blobs_mounted: int  # blobs cross-repository mounted
-    # Blobs the target already had (not sent), of those looked at: the blobs of a platform manifest
-    # the target already has are not looked at again (the registry checked them when it took it).
-    blobs_present: int
-    bytes_sent: int
+    sent: Transfer  # what reached the target
 
 
 def connect_target(
@@ -191,9 +186,8 @@ def _copy(source: oci.Client, target: oci.Client, tag: str, digest: str, shared:
             f"{_ref(target, tag)} is {found or 'missing'} after the copy, not {planned} "
             "(the copy does not verify by digest)"
         )
-    return Copied(
-        tag, str(planned), counts.manifests, counts.sent, counts.mounted, counts.present, counts.bytes_sent
-    )
+    sent = Transfer(counts.manifests, counts.sent, counts.mounted, counts.present, counts.bytes_sent)
+    return Copied(tag, str(planned), sent)
 
 
 @dataclass
