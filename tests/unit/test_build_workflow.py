@@ -33,6 +33,19 @@ def step(job: str, name: str) -> dict[str, Any]:
     return found
 
 
+def run_step(job: str, name: str, cwd: Path, environment: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The step's script in bash as the runner runs it (-eo pipefail)."""
+    script = step(job, name)["run"]
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
 def row() -> dict[str, str]:
     recipes = precompiled.recipes()
     key = ImageKey("580", "6.8.0-1015-aws", "ubuntu24.04")
@@ -144,15 +157,7 @@ def run_fill(tmp_path: Path, status: int, stdout: str) -> tuple[subprocess.Compl
         "UPSTREAM": "nvcr.io/nvidia/driver",
         "REGISTRY_AUTH_DATA": '{"auths": {}}',
     }
-    script = step("plan", "Fill from upstream and plan the builds")["run"]
-    result = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-        cwd=fleet,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_step("plan", "Fill from upstream and plan the builds", fleet, environment)
     return result, output.read_text()
 
 
@@ -214,15 +219,7 @@ def test_the_rows_job_applies_the_fill_adds_each_built_tag_then_verifies(tmp_pat
         "RUNNER_TEMP": str(tmp_path / "runner"),
         "REGISTRY_AUTH_DATA": "",
     }
-    script = step("rows", "Add the rows and verify them in the registry")["run"]
-    result = subprocess.run(
-        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
-        cwd=fleet,
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    result = run_step("rows", "Add the rows and verify them in the registry", fleet, environment)
     assert result.returncode == 0, result.stderr
     assert calls.read_text().splitlines() == [
         "matrix add --tag 570-5.15.0-119-generic-ubuntu22.04",
