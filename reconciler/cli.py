@@ -245,6 +245,7 @@ def _plan(a: argparse.Namespace) -> int:
         operator_version=a.operator_version,
         selector=a.selector,
         allow_empty=a.allow_empty,
+        registry_images=a.registry_images == "on",
     )
 
 

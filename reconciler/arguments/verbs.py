@@ -304,7 +304,7 @@ def _add_upgrade_commands(
     output: argparse.ArgumentParser,
 ) -> None:
     gates = argparse.ArgumentParser(add_help=False)
-    add(gates, ApplySettings, "merged_ref")
+    add(gates, ApplySettings, "merged_ref", "registry_images")
     add(gates, Options, "force")
 
     desired = [node_options(desired=True), *nodes[1:]]  # nodes: [node options, -l, --allow-empty]

@@ -14,7 +14,7 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.adapters.files import operator_contract
-from reconciler.commands import FINDINGS, OK, upgrades
+from reconciler.commands import FINDINGS, OK, cuda_gates, upgrades
 from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, diff, fleet_upgrade, upgrade
 from reconciler.core.fleet_upgrade import Outcome
@@ -79,7 +79,9 @@ def _dry_run(
 ) -> int:
     live = upgrades.read_live(fleet, desired)
     force = settings.upgrade.force
-    plans, images = upgrades.plans_with_history(desired, live, images, force, settings.matrix)
+    plans, images = upgrades.plans_with_history(
+        desired, live, images, force, settings.matrix, cuda=settings.registry_images == "on"
+    )
     for plan in plans:
         refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
         outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
@@ -117,11 +119,13 @@ def _sync_budgets(fleet: Fleet, desired: upgrades.Desired) -> None:
 
 
 def _upgrade_all(fleet: Fleet, desired: upgrades.Desired, images: Images, settings: ApplySettings) -> Outcome:
+    gates = cuda_gates.Gates(settings.registry_images == "on", [])  # each image is read once per run
+
     def read() -> fleet_upgrade.Round:
         live = upgrades.read_live(fleet, desired)
-        return fleet_upgrade.Round(
-            upgrades.make_plans(desired, live, images, settings.upgrade.force), live.pods, live.budgets
-        )
+        gates.know(live.node_list())
+        plans = upgrades.make_plans(desired, live, images, settings.upgrade.force, gates)
+        return fleet_upgrade.Round(plans, live.pods, live.budgets)
 
     return fleet_upgrade.FleetUpgrade(
         fleet, SystemHost(), images, settings.upgrade, read, owner=run_owner, reporter=Progress

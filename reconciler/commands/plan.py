@@ -14,8 +14,8 @@ from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import require_gpu_nodes
-from reconciler.commands import FINDINGS, OK, Output, upgrades
-from reconciler.core import reads, rollout
+from reconciler.commands import FINDINGS, OK, Output, cuda_gates, upgrades
+from reconciler.core import cuda_gate, reads, rollout
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
@@ -34,6 +34,7 @@ def run(
     operator_version: str | None = None,
     selector: LabelSelector | None = None,
     allow_empty: bool = False,
+    registry_images: bool = True,
 ) -> int:
     desired = upgrades.load_desired(from_dir, selector)
     if not operator_contract.load_resources(from_dir):  # lab mode: the declared GPU nodes are the plan's
@@ -43,12 +44,16 @@ def run(
     version = operator_version or gpu_operator.live_operator_version(fleet.gateway)
     contract = operator_contract.offline_contract(from_dir, version)
     if contract.mode is not Mode.LAB:
+        gates = cuda_gates.Gates(registry_images, [])
         return _operator_plan(
-            fleet, contract, images, force, output, selector=selector, allow_empty=allow_empty
+            fleet, contract, images, force, output, gates=gates, selector=selector, allow_empty=allow_empty
         )
     live = upgrades.read_live(fleet, desired)
-    plans, images = upgrades.plans_with_history(desired, live, images, force, matrix_path)
-    code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
+    plans, images = upgrades.plans_with_history(
+        desired, live, images, force, matrix_path, cuda=registry_images
+    )
+    unchecked = any(cuda_gate.unchecked(plan.gates) for plan in plans)
+    code = FINDINGS if unchecked or any(plan.blocked and not plan.skipped for plan in plans) else OK
     if output.structured:
         print(document.text(plan_json(plans, images, code == OK), output))
     else:
@@ -63,6 +68,7 @@ def _operator_plan(
     force: bool,
     output: Output,
     *,
+    gates: cuda_gates.Gates,
     selector: LabelSelector | None,
     allow_empty: bool,
 ) -> int:
@@ -77,7 +83,9 @@ def _operator_plan(
     ]
     pods = fleet.pods_on_nodes(moving)
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
-    code = FINDINGS if any(move.blocked for move in moves) or found.notes else OK
+    moves = gates.on_moves(moves, pods, live)
+    unchecked = any(cuda_gate.unchecked(move.gates) for move in moves)
+    code = FINDINGS if any(move.blocked for move in moves) or found.notes or unchecked else OK
     if output.structured:
         print(document.text(moves_json(moves, found, images, code == OK), output))
     else:

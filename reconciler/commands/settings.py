@@ -58,6 +58,11 @@ class ApplySettings:
         "--merged-ref", Kind.TEXT, None, metavar="REF", what="git ref",
         help="where the image gate reads the matrix (default: origin/main, else main)",
     )  # fmt: skip
+    registry_images: str = flag(
+        "--registry-images", Kind.CHOICE, "on", choices=("on", "off"), config="registryImages",
+        help="on: the CUDA gate reads each GPU pod image's NVIDIA_REQUIRE_CUDA from its registry "
+        "(default); off: offline, only the NGC images of data/cuda-compat.json are judged",
+    )  # fmt: skip
     dry_run: bool = flag("--dry-run", Kind.SWITCH, False, help="print the plan; change nothing")
     upgrade: Options = nested(Options)
     canary: int = flag(

@@ -14,7 +14,7 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import manifests, schemas
 from reconciler.adapters.sources import require_gpu_nodes, valid_matrix
-from reconciler.commands import OK, Output
+from reconciler.commands import OK, Output, cuda_gates
 from reconciler.core import budget, github_text, matrix, reads, upgrade
 from reconciler.core.audit import AuditResult
 from reconciler.core.diff import Budget
@@ -86,6 +86,9 @@ class Live:
     pods: dict[str, list[budget.Pod]]
     budgets: list[budget.Budget]
 
+    def node_list(self) -> list[Node]:
+        return [live.node for live in self.nodes.values()]
+
 
 def read_live(fleet: Fleet, desired: Desired) -> Live:
     """The GPU nodes, the declared nodes that are not (yet) GPU nodes, the pods on every node to
@@ -103,21 +106,31 @@ def _may_upgrade(declared: Node, live: LiveNode | None) -> bool:
 
 
 def plans_with_history(
-    desired: Desired, live: Live, images: Images, force: bool, matrix_path: Path
+    desired: Desired, live: Live, images: Images, force: bool, matrix_path: Path, *, cuda: bool = True
 ) -> tuple[list[NodePlan], Images]:
     """The plans, with the image gate naming the commit each passing target tag arrived in."""
     images = with_since(images, make_plans(desired, live, images, force), matrix_path)
-    return make_plans(desired, live, images, force), images
+    return make_plans(desired, live, images, force, cuda_gates.Gates(cuda, live.node_list())), images
 
 
-def make_plans(desired: Desired, live: Live, images: Images, force: bool) -> list[NodePlan]:
-    plans = [
+def make_plans(
+    desired: Desired, live: Live, images: Images, force: bool, gates: cuda_gates.Gates | None = None
+) -> list[NodePlan]:
+    """Each declared node's plan; with `gates`, the CUDA gate of the pods on it (images read once)."""
+    found = [
         upgrade.plan_node(
             d, live.nodes.get(d.name), images, live.pods.get(d.name, ()), live.budgets, force=force
         )
         for d in sorted(desired.nodes, key=lambda node: node.name)
     ]
-    return [plan for plan in plans if plan is not None]
+    plans = [plan for plan in found if plan is not None]
+    if gates is None:
+        return plans
+    gates.read(live.pods, [plan.node for plan in plans])
+    return [
+        cuda_gates.with_gate(plan, gates.gate(plan.node, plan.target.version, live.pods.get(plan.node, ())))
+        for plan in plans
+    ]
 
 
 def connect(options: kube.Options) -> Fleet:

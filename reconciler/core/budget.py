@@ -103,6 +103,7 @@ class Pod:
     gpu: bool = False  # a container requests nvidia.com/gpu* or nvidia.com/mig-*
     terminating: bool = False
     ready: bool = True
+    gpu_images: tuple[str, ...] = ()  # the images of the containers that request a GPU (the CUDA gate's)
 
     @property
     def ref(self) -> str:

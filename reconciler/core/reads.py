@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from reconciler.core import driver_images, operator, rollout, supervise, tags, upgrade
+from reconciler.core import cuda_gate, driver_images, operator, rollout, supervise, tags, upgrade
 from reconciler.core.operator import Contract
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
@@ -31,6 +31,7 @@ FLEET = frozenset(
         *(key for keys in driver_images.DRIVER_LABELS for key in keys),
         *rollout.RUNNING_BRANCH,
         *upgrade.DRIVER_KEYS,
+        *cuda_gate.LABELS,  # the CUDA gate: the CUDA version GFD shows per branch, each node's platform
     }
 )
 

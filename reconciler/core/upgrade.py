@@ -137,6 +137,7 @@ class GateName(StrEnum):
     BUDGET = "budget"  # the disruption budgets allow the drain now
     PODS = "pods"  # every pod on the node can be evicted
     CORDON = "cordon"  # whether the node is left cordoned afterwards
+    CUDA = "cuda"  # every GPU pod's image accepts the target driver (core/cuda_gate.py)
 
 
 class RunResult(StrEnum):

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from reconciler.core import cuda_gate
 from reconciler.core.audit import AuditResult
 from reconciler.core.driver_images import Wants
 from reconciler.core.rollout import Move
@@ -39,7 +40,7 @@ def _node_lines(plan: NodePlan) -> list[str]:
     head += f" (now at {plan.state})" if plan.state else ""
     mark = " SKIPPED" if plan.skipped else " BLOCKED" if plan.blocked else ""
     lines = [head + mark, "  steps: " + " -> ".join(plan.steps)]
-    lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in plan.gates)
+    lines.extend(f"  [{_mark(gate)}] {gate.name}: {gate.detail}" for gate in plan.gates)
     return lines
 
 
@@ -72,6 +73,13 @@ def _plan_dict(plan: NodePlan) -> dict[str, Any]:
         "skipped": plan.skipped,
         "gates": _gates(plan.gates),
     }
+
+
+def _mark(gate: Gate) -> str:
+    """ok, blocked, or note: a gate that passed with something it could not check (core/cuda_gate.py)."""
+    if not gate.ok:
+        return "blocked"
+    return "note" if cuda_gate.unchecked((gate,)) else "ok"
 
 
 def _gates(gates: Sequence[Gate]) -> list[dict[str, Any]]:
@@ -223,7 +231,7 @@ def _move_lines(move: Move) -> list[str]:
     head = f"{move.node}: driver {move.running or 'unknown'} -> {move.target}{owner}"
     head += f", image {move.image}" if move.image else ""
     lines = [head + (" BLOCKED" if move.blocked else "")]
-    lines.extend(f"  [{'ok' if gate.ok else 'blocked'}] {gate.name}: {gate.detail}" for gate in move.gates)
+    lines.extend(f"  [{_mark(gate)}] {gate.name}: {gate.detail}" for gate in move.gates)
     return lines
 
 

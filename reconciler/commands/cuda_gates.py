@@ -1,0 +1,99 @@
+"""The CUDA gate for plan and apply: read the GPU pods' images from their registries (once per image and
+platform, for the whole run), then judge each node's pods against the driver it would move to
+(core/cuda_gate.py). `--registry-images off` reads nothing: only the NGC images of data/cuda-compat.json
+are judged, and every other image is named as not checked.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from reconciler.adapters import files
+from reconciler.adapters.registry import image_config
+from reconciler.commands import explain
+from reconciler.core import budget, cuda, cuda_gate, cuda_require, rollout
+from reconciler.core.cuda_gate import BranchTable, ImageRead
+from reconciler.core.tags import Node
+from reconciler.core.upgrade import BEFORE_CORDON, Gate, GateName, NodePlan
+
+TABLE_FILE = files.DATA / "driver-cuda.json"
+
+
+def load_table() -> BranchTable:
+    return files.read_json(TABLE_FILE, cuda_gate.parse_table)
+
+
+def platform(labels: Mapping[str, str]) -> str:
+    """The platform a node pulls: linux and its kubelet's architecture label (amd64 when it has none)."""
+    return f"linux/{labels.get(cuda_gate.ARCH) or 'amd64'}"
+
+
+@dataclass
+class Gates:
+    """One run's gate: the tables, the fleet's observed CUDA versions, and the image reads so far."""
+
+    enabled: bool
+    nodes: Sequence[Node]  # the live nodes: their platform, and the CUDA version GFD shows per branch
+    table: BranchTable = field(default_factory=load_table)
+    fallback: cuda.Table = field(default_factory=explain.load_table)
+    reads: dict[tuple[str, str], ImageRead] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.know(self.nodes)
+
+    def know(self, nodes: Sequence[Node]) -> None:
+        """The nodes' platforms, and per branch the CUDA version GFD shows on one of them."""
+        self._platforms = {node.name: platform(node.labels) for node in nodes}
+        self._seen = cuda_gate.observed([(node.name, node.labels) for node in nodes])
+
+    def on_moves(
+        self, moves: Sequence[rollout.Move], pods: Mapping[str, Sequence[budget.Pod]], nodes: Sequence[Node]
+    ) -> list[rollout.Move]:
+        """The GPU Operator's moves, each with the CUDA gate of its node's pods at its target."""
+        self.know(nodes)
+        self.read(pods, [move.node for move in moves])
+        gated = []
+        for move in moves:
+            gate = self.gate(move.node, move.target, pods.get(move.node, ()))
+            gated.append(replace(move, gates=(*move.gates, gate)) if gate is not None else move)
+        return gated
+
+    def read(self, pods: Mapping[str, Sequence[budget.Pod]], moving: Collection[str]) -> None:
+        """Read every image of the GPU pods on the `moving` nodes not read yet (one batch)."""
+        wanted = {
+            (item.image, self._platforms.get(node, "linux/amd64"))
+            for node in moving
+            for item in cuda_gate.pod_images(pods.get(node, ()))
+        }
+        missing = sorted(wanted - set(self.reads))
+        if not self.enabled or not missing:
+            return
+        for key, found in image_config.read_configs(missing).items():
+            if found.env is None:
+                self.reads[key] = ImageRead(None, f"config not read: {found.note}")
+            else:
+                self.reads[key] = ImageRead(cuda_require.image_requirements(found.env))
+
+    def gate(self, node: str, version: str, pods: Sequence[budget.Pod]) -> Gate | None:
+        """The node's gate for moving to driver `version`; None when the version names no branch."""
+        target = cuda_gate.driver(version, self.table, self._seen)
+        if target is None:
+            return None
+        where = self._platforms.get(node, "linux/amd64")
+        reads = {image: read for (image, on), read in self.reads.items() if on == where}
+        if not self.enabled:
+            reads = {}
+        checks = cuda_gate.checks(cuda_gate.pod_images(pods), target, reads, self.fallback)
+        return cuda_gate.gate(checks, target)
+
+
+def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:
+    """A lab plan with the CUDA gate before its cordon gate, where the plan reached its gates at all and
+    its upgrade has not begun (a node already cordoned for it goes on)."""
+    if gate is None or plan.target_tag is None or plan.skipped or plan.steps[0] not in BEFORE_CORDON:
+        return plan
+    *before, last = plan.gates
+    if last.name is GateName.CORDON:
+        return replace(plan, gates=(*before, gate, last))
+    return replace(plan, gates=(*plan.gates, gate))
