@@ -192,7 +192,7 @@ def _init(a: argparse.Namespace) -> int:
 def _explain(a: argparse.Namespace) -> int:
     from reconciler.commands import explain
 
-    return explain.run(a.target, a.namespace, _source(a), a.output)
+    return explain.run(a.target, a.namespace, _source(a), a.output, a.registry_images == "on")
 
 
 def _matrix_validate(a: argparse.Namespace) -> int:

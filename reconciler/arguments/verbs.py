@@ -140,6 +140,7 @@ def _add_explain_command(commands: SubParsers, nodes: list[argparse.ArgumentPars
         "target", nargs="?", metavar="KIND/NAME", help="e.g. pod/cuda13-job (default: every workload)"
     )
     explain_cmd.add_argument("-n", "--namespace", help="namespace (live default: default; --from: all)")
+    add(explain_cmd, ApplySettings, "registry_images")
     explain_cmd.add_argument(
         "-o",
         "--output",

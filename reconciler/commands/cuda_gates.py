@@ -6,22 +6,48 @@ are judged, and every other image is named as not checked.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 from reconciler.adapters import files
+from reconciler.adapters.cluster.fleet import Fleet
+from reconciler.adapters.files import operator_contract
 from reconciler.adapters.registry import image_config
-from reconciler.commands import explain
-from reconciler.core import budget, cuda, cuda_gate, cuda_require, rollout
+from reconciler.core import budget, cuda, cuda_gate, cuda_require, reads, rollout
 from reconciler.core.cuda_gate import BranchTable, ImageRead
+from reconciler.core.label_selector import LabelSelector
+from reconciler.core.operator import Contract
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import BEFORE_CORDON, Gate, GateName, NodePlan
 
 TABLE_FILE = files.DATA / "driver-cuda.json"
+# Inside the package, so they ship in the wheel with no packaging rule of their own.
+COMPAT_FILE = files.DATA / "cuda-compat.json"
 
 
 def load_table() -> BranchTable:
     return files.read_json(TABLE_FILE, cuda_gate.parse_table)
+
+
+def load_compat(path: Path = COMPAT_FILE) -> cuda.Table:
+    return files.read_json(path, cuda.parse_table)
+
+
+def read_images(
+    requests: Iterable[tuple[str, str]], enabled: bool = True
+) -> dict[tuple[str, str], ImageRead]:
+    """Each (image, platform)'s requirements from its registry, or why they could not be read."""
+    wanted = sorted(set(requests))
+    if not enabled or not wanted:
+        return {}
+    found = image_config.read_configs(wanted)
+    return {
+        key: ImageRead(None, f"config not read: {config.note}")
+        if config.env is None
+        else ImageRead(cuda_require.image_requirements(config.env))
+        for key, config in found.items()
+    }
 
 
 def platform(labels: Mapping[str, str]) -> str:
@@ -36,7 +62,7 @@ class Gates:
     enabled: bool
     nodes: Sequence[Node]  # the live nodes: their platform, and the CUDA version GFD shows per branch
     table: BranchTable = field(default_factory=load_table)
-    fallback: cuda.Table = field(default_factory=explain.load_table)
+    fallback: cuda.Table = field(default_factory=load_compat)
     reads: dict[tuple[str, str], ImageRead] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -66,14 +92,7 @@ class Gates:
             for node in moving
             for item in cuda_gate.pod_images(pods.get(node, ()))
         }
-        missing = sorted(wanted - set(self.reads))
-        if not self.enabled or not missing:
-            return
-        for key, found in image_config.read_configs(missing).items():
-            if found.env is None:
-                self.reads[key] = ImageRead(None, f"config not read: {found.note}")
-            else:
-                self.reads[key] = ImageRead(cuda_require.image_requirements(found.env))
+        self.reads.update(read_images(wanted - set(self.reads), self.enabled))
 
     def gate(self, node: str, version: str, pods: Sequence[budget.Pod]) -> Gate | None:
         """The node's gate for moving to driver `version`; None when the version names no branch."""
@@ -97,3 +116,28 @@ def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:
     if last.name is GateName.CORDON:
         return replace(plan, gates=(*before, gate, last))
     return replace(plan, gates=(*plan.gates, gate))
+
+
+def operator_refusals(
+    fleet: Fleet, contract: Contract, selector: LabelSelector | None, enabled: bool
+) -> list[tuple[str, str]]:
+    """Before a GPU Operator rollout writes anything: each node the driver resources move whose GPU
+    pods' images refuse its new driver, and the gate's detail."""
+    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
+    wants = operator_contract.wants(contract, live).wants
+    moving = {
+        want.node.name: want.resource.version
+        for want in wants
+        if want.resource is not None and rollout.running_branch(want.node.labels) != want.resource.version
+    }
+    if not moving:
+        return []
+    gates = Gates(enabled, live)
+    pods = fleet.pods_on_nodes(list(moving))
+    gates.read(pods, list(moving))
+    refused = []
+    for name, version in sorted(moving.items()):
+        gate = gates.gate(name, version, pods.get(name, ()))
+        if gate is not None and not gate.ok:
+            refused.append((name, gate.detail))
+    return refused

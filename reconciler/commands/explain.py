@@ -10,22 +10,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from reconciler.adapters import files
 from reconciler.adapters.ci import github
 from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.adapters.sources import NodeSource
-from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import cuda, driver_images, placement
-from reconciler.core.explain import Report, report
+from reconciler.commands import FINDINGS, OK, Output, cuda_gates
+from reconciler.core import cuda, cuda_gate, driver_images, placement
+from reconciler.core.explain import Images, Report, report
 from reconciler.core.operator import Mode
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
 from reconciler.render import document, explain
 
-# Inside the package, so it ships in the wheel with no packaging rule of its own.
-COMPAT_FILE = files.DATA / "cuda-compat.json"
 _ALIASES = {
     "Pod": ("pod", "pods", "po"),
     "Job": ("job", "jobs"),
@@ -36,10 +33,17 @@ _ALIASES = {
 KINDS = {alias: kind for kind, aliases in _ALIASES.items() for alias in (*aliases, kind.lower())}
 
 
-def run(target: str | None, namespace: str | None, source: NodeSource, output: Output) -> int:
+def run(
+    target: str | None,
+    namespace: str | None,
+    source: NodeSource,
+    output: Output,
+    registry_images: bool = True,
+) -> int:
     table = load_table()
     nodes, items = read(target, namespace, source)
-    reports = [report(item, nodes, table) for item in items]
+    images = _images(items, nodes) if registry_images else None
+    reports = [report(item, nodes, table, images) for item in items]
     code = exit_code(reports, output)
     if output is Output.GITHUB:
         github.publish(explain.annotate(reports), explain.summary(reports), explain.closing(reports))
@@ -58,8 +62,19 @@ def exit_code(reports: Sequence[Report], output: Output) -> int:
     return FINDINGS if errors or unplaced else OK
 
 
-def load_table(path: Path = COMPAT_FILE) -> cuda.Table:
-    return files.read_json(path, cuda.parse_table)
+def load_table(path: Path = cuda_gates.COMPAT_FILE) -> cuda.Table:
+    return cuda_gates.load_compat(path)
+
+
+def _images(items: Sequence[Workload], nodes: Sequence[Node]) -> Images:
+    """Every image of the workloads, read for the platform of the GPU nodes (amd64 when none says)."""
+    platforms = {cuda_gates.platform(node.labels) for node in nodes if node.gpu_present} or {"linux/amd64"}
+    reads = cuda_gates.read_images((image, on) for item in items for image in item.images for on in platforms)
+    by_image: dict[str, cuda_gate.ImageRead] = {}
+    for (image, _), found in sorted(reads.items()):  # the first platform that could be read wins
+        if by_image.get(image) is None or by_image[image].requirements is None:
+            by_image[image] = found
+    return Images(by_image, cuda_gates.load_table())
 
 
 def read(target: str | None, namespace: str | None, source: NodeSource) -> tuple[list[Node], list[Workload]]:

@@ -15,7 +15,7 @@ from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import require_gpu_nodes
 from reconciler.commands import FINDINGS, OK, Output, cuda_gates, upgrades
-from reconciler.core import cuda_gate, reads, rollout
+from reconciler.core import reads, rollout
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
@@ -52,8 +52,7 @@ def run(
     plans, images = upgrades.plans_with_history(
         desired, live, images, force, matrix_path, cuda=registry_images
     )
-    unchecked = any(cuda_gate.unchecked(plan.gates) for plan in plans)
-    code = FINDINGS if unchecked or any(plan.blocked and not plan.skipped for plan in plans) else OK
+    code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
     if output.structured:
         print(document.text(plan_json(plans, images, code == OK), output))
     else:
@@ -84,8 +83,7 @@ def _operator_plan(
     pods = fleet.pods_on_nodes(moving)
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
     moves = gates.on_moves(moves, pods, live)
-    unchecked = any(cuda_gate.unchecked(move.gates) for move in moves)
-    code = FINDINGS if any(move.blocked for move in moves) or found.notes or unchecked else OK
+    code = FINDINGS if any(move.blocked for move in moves) or found.notes else OK
     if output.structured:
         print(document.text(moves_json(moves, found, images, code == OK), output))
     else:

@@ -20,7 +20,7 @@ from reconciler.adapters.cluster import gpu_operator, label_selector, node_watch
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
-from reconciler.commands import FINDINGS, OK, driver_resources, upgrades
+from reconciler.commands import FINDINGS, OK, cuda_gates, driver_resources, upgrades
 from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, supervise
 from reconciler.core.audit import AuditResult
@@ -60,6 +60,15 @@ def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record 
         matching = f" matching -l {settings.selector.text()}" if settings.selector else ""
         where = f"in the cluster at {fleet.host}{matching} is selected by the driver resources in"
         raise no_gpu_node(f"no GPU node {where} {settings.from_dir}")
+    refused = cuda_gates.operator_refusals(
+        fleet, contract, settings.selector, settings.registry_images == "on"
+    )
+    for name, detail in refused:
+        _say(f"{name}: cuda gate: {detail}")
+        record.note(name, "blocked", detail)
+    if refused:
+        _say("nothing was changed")
+        return FINDINGS
     return OK if staging.run() else FINDINGS
 
 

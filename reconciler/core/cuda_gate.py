@@ -25,6 +25,7 @@ from reconciler.core import cuda, cuda_require
 from reconciler.core.budget import FINISHED, Pod
 from reconciler.core.cuda import Version
 from reconciler.core.cuda_require import ImageRequirements, NodeFacts
+from reconciler.core.tags import Node
 from reconciler.core.upgrade import Gate, GateName
 
 # GFD's labels for the CUDA version the driver reports (the newer key first), and its driver version.
@@ -271,7 +272,7 @@ def checks(
 ) -> list[Check]:
     results = []
     for item in found:
-        read = reads.get(item.image, ImageRead(None, "not read (--registry-images off)"))
+        read = reads.get(item.image, ImageRead(None, "not read: --registry-images off"))
         if read.requirements is not None:
             verdict = judge(read.requirements, target)
             results.append(Check(item, verdict.state, verdict.message or f"accepts {target.describe()}"))
@@ -288,7 +289,7 @@ def gate(results: Sequence[Check], target: Driver) -> Gate:
         return Gate(GateName.CUDA, False, "; ".join(refused))
     unchecked = [check.line() for check in results if check.state is None]
     accepted = sum(check.state is State.OK for check in results)
-    detail = f"{accepted} GPU pod image{'s' * (accepted != 1)} accept {target.describe()}"
+    detail = f"{accepted} GPU pod {'image accepts' if accepted == 1 else 'images accept'} {target.describe()}"
     if not results:
         detail = "no GPU pod on the node"
     if unchecked:
@@ -311,3 +312,51 @@ def _by_table(item: PodImage, target: Driver, note: str, fallback: cuda.Table) -
         f"target is driver {target.version}"
     )
     return Check(item, State.BREAKS, message, True)
+
+
+# --- explain: the drivers the workload's placement admits now ------------------------------------
+
+
+def node_driver(node: Node, table: BranchTable) -> Driver | None:
+    """The driver a node runs, as its labels show it (GFD's full version, else the lab's parts)."""
+    shown = node.labels.get("nvidia.com/cuda.driver-version.full", "")
+    version = shown if branch_of(shown) is not None else str(cuda.node_driver(node) or "")
+    found = driver(version, table, {})
+    if found is None:
+        return None
+    cuda_label = label_cuda(node.labels)
+    if cuda_label is None:
+        return found
+    return Driver(version, Bounds(found.cuda.branch, cuda_label, cuda_label), f"its {CUDA_FULL}")
+
+
+def node_findings(
+    images: Sequence[str], admitted: Sequence[Node], reads: Mapping[str, ImageRead], table: BranchTable
+) -> list[cuda.Finding]:
+    """Per image read, the admitted nodes whose driver it breaks on (error) or cannot be confirmed on
+    (warning), one finding per image and driver; an image not read is a warning saying so (the caller
+    judges it by the NGC table as before)."""
+    findings: list[cuda.Finding] = []
+    drivers = [(node.name, found) for node in admitted if (found := node_driver(node, table)) is not None]
+    for image in dict.fromkeys(images):
+        read = reads.get(image)
+        if read is None:
+            continue
+        if read.requirements is None:
+            findings.append(cuda.Finding(cuda.Severity.WARNING, image, "", (), f"{image}: {read.note}"))
+            continue
+        by_driver: dict[Driver, list[str]] = {}
+        for name, found in drivers:
+            by_driver.setdefault(found, []).append(name)
+        for found, names in by_driver.items():
+            verdict = judge(read.requirements, found)
+            if verdict.state is State.OK:
+                continue
+            severity = cuda.Severity.ERROR if verdict.state is State.BREAKS else cuda.Severity.WARNING
+            message = f"{image} {verdict.message}; on {', '.join(names)}"
+            findings.append(cuda.Finding(severity, image, _cuda_of(read.requirements), tuple(names), message))
+    return findings
+
+
+def _cuda_of(image: ImageRequirements) -> str:
+    return next((item.text.split(" ", 1)[0] for item in image.requirements), "")

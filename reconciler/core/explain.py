@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.core import cuda, placement
+from reconciler.core import cuda, cuda_gate, placement
 from reconciler.core.placement import Fit, Workload
 from reconciler.core.tags import Node
 
@@ -24,8 +24,23 @@ class Report:
         return sum(finding.severity is severity for finding in self.findings)
 
 
-def report(item: Workload, nodes: Sequence[Node], table: cuda.Table) -> Report:
+@dataclass(frozen=True)
+class Images:
+    """The images' own requirements as read from their registries, and the driver branches' CUDA."""
+
+    reads: Mapping[str, cuda_gate.ImageRead]
+    branches: cuda_gate.BranchTable
+
+
+def report(item: Workload, nodes: Sequence[Node], table: cuda.Table, images: Images | None = None) -> Report:
+    """The fit, and the CUDA findings: an image read from its registry is judged by its requirements,
+    any other by the NGC table."""
     fit = placement.evaluate(item.placement, nodes)
     fits = set(fit.nodes)  # once: a set per node made 10,000 nodes take a minute
     admitted = [node for node in nodes if node.name in fits]
-    return Report(item, fit, tuple(cuda.check(item.images, item.placement, admitted, table)))
+    if images is None:
+        return Report(item, fit, tuple(cuda.check(item.images, item.placement, admitted, table)))
+    read = {image for image, found in images.reads.items() if found.requirements is not None}
+    by_table = [image for image in item.images if image not in read]
+    found = cuda_gate.node_findings(item.images, admitted, images.reads, images.branches)
+    return Report(item, fit, (*found, *cuda.check(by_table, item.placement, admitted, table)))

@@ -15,7 +15,9 @@ from reconciler.core.upgrade import GateName
 
 DATA = Path(__file__).resolve().parents[2] / "reconciler" / "data"
 # NVIDIA's CUDA 12.8.1 image's requirement, shortened to two of its brand alternatives.
-REQUIRE_128 = "NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536"
+REQUIRE_128 = (
+    "NVIDIA_REQUIRE_CUDA=cuda>=12.8 brand=tesla,driver>=470,driver<471 brand=tesla,driver>=535,driver<536"
+)
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,198 @@
+"""The CUDA gate live: GPU pods in the cluster whose images (in a real registry, pushed with crane) carry
+NVIDIA's NVIDIA_REQUIRE_CUDA, and a plan that would move their node to a driver they cannot run on.
+
+The registry is tests/registry's (distribution v3 with TLS and token auth); the pods are bound to a
+kwok node of this test, which starts on driver 570.86.10 (CUDA 12.8).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import gpudrv_command, gpudrv_env
+from tests.e2e.conftest import FakeNodes, Kube
+from tests.registry import harness
+
+KERNEL = "5.15.0-119-generic"
+# NVIDIA's CUDA 12.8.1 base image (gitlab.com/nvidia/container-images/cuda dist/12.8.1/ubuntu2204/base/
+# Dockerfile:7@7ad4b0af), with 4 of its 24 brand alternatives: 470 and 535 are forward-compatible
+# branches for it, so a driver of either passes only on a board of such a brand.
+REQUIRE_128 = (
+    "cuda>=12.8 brand=unknown,driver>=470,driver<471 brand=tesla,driver>=470,driver<471 "
+    "brand=tesla,driver>=535,driver<536 brand=nvidia,driver>=535,driver<536"
+)
+REQUIRE_122 = "cuda>=12.2 brand=tesla,driver>=470,driver<471"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Registry]:
+    found = harness.Registry(harness.ensure_built(), tmp_path_factory.mktemp("registry"), "token")
+    found.prepare()
+    found.start()
+    try:
+        found.push(["base"], content="a CUDA workload")
+        for tag, require, cuda in (
+            ("cuda-12.8", REQUIRE_128, "12.8.1"),
+            ("cuda-12.2", REQUIRE_122, "12.2.2"),
+        ):
+            found.crane(
+                "mutate",
+                f"{found.repository}:base",
+                "--env",
+                f"NVIDIA_REQUIRE_CUDA={require}",
+                "--env",
+                f"CUDA_VERSION={cuda}",
+                "--tag",
+                f"{found.repository}:{tag}",
+            )
+        yield found
+    finally:
+        found.stop()
+
+
+def gpu_labels(major: str, minor: str, rev: str) -> dict[str, str]:
+    return {
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/cuda.driver.major": major,
+        "nvidia.com/cuda.driver.minor": minor,
+        "nvidia.com/cuda.driver.rev": rev,
+        "feature.node.kubernetes.io/kernel-version.full": KERNEL,
+        "feature.node.kubernetes.io/system-os_release.ID": "ubuntu",
+        "feature.node.kubernetes.io/system-os_release.VERSION_ID": "22.04",
+    }
+
+
+def fleet(root: Path, node: str, driver: tuple[str, str, str]) -> Path:
+    """A fleet repository declaring `node` on `driver`, with that driver's image row on main."""
+    root.mkdir()
+    (root / "clusters" / "gpu" / "nodes").mkdir(parents=True)
+    labels = "".join(f'    {key}: "{value}"\n' for key, value in gpu_labels(*driver).items())
+    node_yaml = f"apiVersion: v1\nkind: Node\nmetadata:\n  name: {node}\n  labels:\n{labels}"
+    (root / "clusters" / "gpu" / "nodes" / f"{node}.yaml").write_text(node_yaml)
+    (root / "matrix").mkdir()
+    (root / "matrix" / "support-matrix.csv").write_text(
+        f"driver_branch,kernel,os_tag\n{driver[0]},{KERNEL},ubuntu22.04\n"
+    )
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "fleet"]):
+        subprocess.run(["git", *command], cwd=root, check=True, env=_git_env())
+    return root
+
+
+def _git_env() -> dict[str, str]:
+    names = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@x",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@x",
+    }
+    return gpudrv_env(names)
+
+
+def gpu_pod(namespace: str, name: str, node: str, image: str) -> str:
+    """A Job's pod bound to `node` (a controller: the drain gates have nothing to say) asking for a GPU."""
+    container = {"name": "cuda", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "template": {
+                "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [container]},
+            }
+        },
+    }
+    return json.dumps(job)
+
+
+@dataclass
+class Site:
+    """One test's cluster side (its namespace and node) and the registry."""
+
+    kube: Kube
+    namespace: str
+    node: str
+    registry: harness.Registry
+
+    def image(self, tag: str) -> str:
+        return f"{self.registry.host}/{self.registry.repository}:{tag}"
+
+    def run_pod(self, name: str, tag: str) -> str:
+        self.kube.apply(gpu_pod(self.namespace, name, self.node, self.image(tag)))
+        return self.image(tag)
+
+    def running(self) -> int:
+        pods = self.kube.get("pods", "-n", self.namespace)["items"]
+        return sum(pod["status"].get("phase") == "Running" for pod in pods)
+
+    def gpudrv(self, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+        return gpudrv(self.kube, self.registry, cwd, *args)
+
+
+@pytest.fixture
+def site(kube: Kube, nodes: FakeNodes, namespace: str, unique: str, registry: harness.Registry) -> Site:
+    """A GPU node of this test on driver 570.86.10, and a namespace for its pods."""
+    return Site(kube, namespace, nodes.add_gpu(f"{unique}-gpu", gpu_labels("570", "86", "10")), registry)
+
+
+def gpudrv(kube: Kube, registry: harness.Registry, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = gpudrv_env({**kube.env, **registry.env()})
+    return subprocess.run(
+        [*gpudrv_command(), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_plan_refuses_a_downgrade_that_breaks_a_running_cuda_job(site: Site, tmp_path: Path) -> None:
+    image_128 = site.run_pod("train-128", "cuda-12.8")
+    site.run_pod("train-122", "cuda-12.2")
+    site.kube.wait_for("both GPU pods Running", lambda: site.running() == 2)
+
+    down = fleet(tmp_path / "down", site.node, ("535", "161", "08"))
+    plan = site.gpudrv(down, "plan", "--from", "clusters/gpu")
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    blocked = [line for line in plan.stdout.splitlines() if "[blocked] cuda:" in line]
+    assert len(blocked) == 1, plan.stdout
+    assert f"pod {site.namespace}/train-128" in blocked[0] and f"image {image_128}" in blocked[0]
+    assert "needs NVIDIA_REQUIRE_CUDA cuda>=12.8 (or 4 alternatives)" in blocked[0]
+    assert "driver 535.161.08 (CUDA 12.2, data/driver-cuda.json)" in blocked[0]
+    assert "unsatisfied condition: cuda>=12.8 (cuda=12.2)" in blocked[0]
+    assert "train-122" not in blocked[0]  # its requirement, cuda>=12.2, holds on 535
+
+    data = json.loads(site.gpudrv(down, "plan", "--from", "clusters/gpu", "-o", "json").stdout)
+    (only,) = [item for item in data["nodes"] if item["node"] == site.node]
+    gate = next(gate for gate in only["gates"] if gate["name"] == "cuda")
+    assert gate["ok"] is False and image_128 in gate["detail"]
+
+    refused = site.gpudrv(down, "apply", "--from", "clusters/gpu")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert f"{site.node}: blocked" in refused.stdout and "cuda>=12.8" in refused.stdout
+    assert not site.kube.get("node", site.node)["spec"].get("unschedulable"), "a refused node was cordoned"
+
+    offline = site.gpudrv(down, "plan", "--from", "clusters/gpu", "--registry-images", "off")
+    assert offline.returncode == 0, offline.stdout
+    assert "[note] cuda: 0 GPU pod images accept driver 535.161.08" in offline.stdout
+    unread = (
+        f"not checked: pod {site.namespace}/train-128 image {image_128} (not read (--registry-images off)"
+    )
+    assert unread in offline.stdout
+
+
+def test_plan_passes_an_upgrade_the_images_accept(site: Site, tmp_path: Path) -> None:
+    site.run_pod("train", "cuda-12.8")
+    site.kube.wait_for("the GPU pod Running", lambda: site.running() == 1)
+    up = fleet(tmp_path / "up", site.node, ("575", "51", "03"))
+    plan = site.gpudrv(up, "plan", "--from", "clusters/gpu")
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    accepted = "[ok] cuda: 1 GPU pod image accepts driver 575.51.03 (CUDA 12.9, data/driver-cuda.json)"
+    assert accepted in plan.stdout
+
+    missing = site.run_pod("ghost", "no-such-tag")
+    site.kube.wait_for("two GPU pods Running", lambda: site.running() == 2)
+    noted = site.gpudrv(up, "plan", "--from", "clusters/gpu")
+    assert noted.returncode == 0, noted.stdout
+    assert f"not checked: pod {site.namespace}/ghost image {missing} (config not read:" in noted.stdout
