@@ -67,9 +67,12 @@ def load_table(path: Path = cuda_gates.COMPAT_FILE) -> cuda.Table:
 
 
 def _images(items: Sequence[Workload], nodes: Sequence[Node]) -> Images:
-    """Every image of the workloads, read for the platform of the GPU nodes (amd64 when none says)."""
+    """The images of the workloads' GPU containers, read for the GPU nodes' platforms (amd64 when none
+    says)."""
     platforms = {cuda_gates.platform(node.labels) for node in nodes if node.gpu_present} or {"linux/amd64"}
-    reads = cuda_gates.read_images((image, on) for item in items for image in item.images for on in platforms)
+    reads = cuda_gates.read_images(
+        (image, on) for item in items for image in item.gpu_images for on in platforms
+    )
     by_image: dict[str, cuda_gate.ImageRead] = {}
     for (image, _), found in sorted(reads.items()):  # the first platform that could be read wins
         if by_image.get(image) is None or by_image[image].requirements is None:

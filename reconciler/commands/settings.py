@@ -59,7 +59,7 @@ class ApplySettings:
         help="where the image gate reads the matrix (default: origin/main, else main)",
     )  # fmt: skip
     registry_images: str = flag(
-        "--registry-images", Kind.CHOICE, "on", choices=("on", "off"), config="registryImages",
+        "--registry-images", Kind.CHOICE, "on", choices=("on", "off"),
         help="on: the CUDA gate reads each GPU pod image's NVIDIA_REQUIRE_CUDA from its registry "
         "(default); off: offline, only the NGC images of data/cuda-compat.json are judged",
     )  # fmt: skip

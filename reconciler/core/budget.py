@@ -28,6 +28,23 @@ def gpu_resource(name: str) -> bool:
     return name.startswith(GPU_RESOURCE_PREFIXES)
 
 
+def gpu_container(container: Mapping[str, Any]) -> bool:
+    """Does a container's limits or requests name a GPU resource?"""
+    resources = container.get("resources") or {}
+    if not isinstance(resources, Mapping):
+        return False
+    names = [name for kind in ("limits", "requests") for name in (resources.get(kind) or {})]
+    return any(gpu_resource(str(name)) for name in names)
+
+
+def gpu_images(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The images of a pod spec's GPU containers (not init containers), once each, in order: the ones
+    the device plugin gives GPUs to, whose requirements the NVIDIA Container Toolkit checks."""
+    containers = spec.get("containers") or []
+    found = [str(c.get("image") or "") for c in containers if isinstance(c, Mapping) and gpu_container(c)]
+    return tuple(dict.fromkeys(image for image in found if image))
+
+
 @dataclass(frozen=True)
 class Selector:
     """A metav1.LabelSelector: every matchLabels pair and every expression must hold, so an empty one

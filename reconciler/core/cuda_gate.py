@@ -317,6 +317,9 @@ def _by_table(item: PodImage, target: Driver, note: str, fallback: cuda.Table) -
 # --- explain: the drivers the workload's placement admits now ------------------------------------
 
 
+Tables = tuple[BranchTable, cuda.Table]  # the branches' CUDA versions, and the NGC images'
+
+
 def node_driver(node: Node, table: BranchTable) -> Driver | None:
     """The driver a node runs, as its labels show it (GFD's full version, else the lab's parts)."""
     shown = node.labels.get("nvidia.com/cuda.driver-version.full", "")
@@ -331,19 +334,21 @@ def node_driver(node: Node, table: BranchTable) -> Driver | None:
 
 
 def node_findings(
-    images: Sequence[str], admitted: Sequence[Node], reads: Mapping[str, ImageRead], table: BranchTable
+    images: Sequence[str], admitted: Sequence[Node], reads: Mapping[str, ImageRead], tables: Tables
 ) -> list[cuda.Finding]:
     """Per image read, the admitted nodes whose driver it breaks on (error) or cannot be confirmed on
-    (warning), one finding per image and driver; an image not read is a warning saying so (the caller
-    judges it by the NGC table as before)."""
+    (warning), one finding per image and driver. An image not read is judged by the NGC table by the
+    caller; one the table does not know either is a warning saying it was not checked."""
     findings: list[cuda.Finding] = []
-    drivers = [(node.name, found) for node in admitted if (found := node_driver(node, table)) is not None]
+    branches, compat = tables
+    drivers = [(node.name, found) for node in admitted if (found := node_driver(node, branches)) is not None]
     for image in dict.fromkeys(images):
         read = reads.get(image)
-        if read is None:
+        if read is None or (read.requirements is None and compat.need(image) is not None):
             continue
         if read.requirements is None:
-            findings.append(cuda.Finding(cuda.Severity.WARNING, image, "", (), f"{image}: {read.note}"))
+            message = f"{image} was not checked ({read.note}; not in data/cuda-compat.json either)"
+            findings.append(cuda.Finding(cuda.Severity.WARNING, image, "", (), message))
             continue
         by_driver: dict[Driver, list[str]] = {}
         for name, found in drivers:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core import selectors
+from reconciler.core import budget, selectors
 from reconciler.core.selectors import IN, NOT_IN, Requirement
 from reconciler.core.tags import Node
 
@@ -128,6 +128,7 @@ class Workload:
     file: str | None = None  # manifest file and line, for --from
     line: int | None = None
     scheduler: str | None = None  # live: the scheduler's PodScheduled=False message
+    gpu_images: tuple[str, ...] = ()  # the images of the containers that request a GPU
 
     @property
     def ref(self) -> str:
@@ -205,8 +206,17 @@ def workload(
     namespace = _string(metadata.get("namespace") or DEFAULT_NAMESPACE, ("metadata", "namespace"))
     path = POD_SPEC_PATHS[kind]
     spec = _dig(document, path)
+    images = images_of(spec, path)  # checked first: a malformed image is a SpecError with its path
     return Workload(
-        kind, namespace, name, placement_of(spec, path), images_of(spec, path), file, line, scheduler
+        kind,
+        namespace,
+        name,
+        placement_of(spec, path),
+        images,
+        file,
+        line,
+        scheduler,
+        budget.gpu_images(spec),
     )
 
 

@@ -44,6 +44,7 @@ EVERYTHING = ApplySettings(
     selector=label_selector.parse("pool=a100,zone in (a,b),!spare,gen>3"),
     allow_empty=True,
     operator_version="v25.3.4",
+    registry_images="off",
 )
 CONNECTION = Connection(kubeconfig="-kube/config", context="ctx=1", request_timeout=0.1 + 0.2)
 

@@ -54,7 +54,7 @@ def pod(document: Mapping[str, Any]) -> budget.Pod:
         mirror="kubernetes.io/config.mirror" in (metadata.get("annotations") or {}),
         phase=str((document.get("status") or {}).get("phase", "")),
         gpu=_requests_gpu(document.get("spec") or {}),
-        gpu_images=gpu_images(document.get("spec") or {}),
+        gpu_images=budget.gpu_images(document.get("spec") or {}),
         terminating=bool(metadata.get("deletionTimestamp")),
         ready=any(
             c.get("type") == "Ready" and c.get("status") == "True"
@@ -66,20 +66,7 @@ def pod(document: Mapping[str, Any]) -> budget.Pod:
 def _requests_gpu(spec: Mapping[str, Any]) -> bool:
     """A GPU pod as the GPU Operator tells one: a container (not an init container) whose limits or
     requests name a resource starting with nvidia.com/gpu or nvidia.com/mig-."""
-    return any(_gpu_container(container) for container in spec.get("containers") or [])
-
-
-def gpu_images(spec: Mapping[str, Any]) -> tuple[str, ...]:
-    """The images of those containers, once each, in order: the ones the device plugin gives GPUs to,
-    whose requirements the toolkit checks."""
-    found = [str(c.get("image") or "") for c in spec.get("containers") or [] if _gpu_container(c)]
-    return tuple(dict.fromkeys(image for image in found if image))
-
-
-def _gpu_container(container: Mapping[str, Any]) -> bool:
-    resources = container.get("resources") or {}
-    names = [name for kind in ("limits", "requests") for name in resources.get(kind) or {}]
-    return any(budget.gpu_resource(str(name)) for name in names)
+    return any(budget.gpu_container(container) for container in spec.get("containers") or [])
 
 
 def disruption_budget(document: Mapping[str, Any]) -> budget.Budget:
