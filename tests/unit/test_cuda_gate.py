@@ -11,6 +11,7 @@ from reconciler.core import cuda, cuda_gate, cuda_require
 from reconciler.core.budget import Pod
 from reconciler.core.cuda import Version
 from reconciler.core.cuda_gate import Bounds, BranchTable, ImageRead, PodImage, State
+from reconciler.core.tags import Node
 from reconciler.core.upgrade import GateName
 
 DATA = Path(__file__).resolve().parents[2] / "reconciler" / "data"
@@ -161,3 +162,39 @@ def test_no_gpu_pod_passes_plainly(table: BranchTable, compat: cuda.Table) -> No
     result = cuda_gate.gate(cuda_gate.checks([], target, {}, compat), target)
     assert result.ok and result.detail == "no GPU pod on the node"
     assert Bounds(1, None, None).__str__() == "a CUDA version no source states"
+
+
+def lab_node(name: str, major: str, minor: str, rev: str, **extra: str) -> Node:
+    labels = {"nvidia.com/cuda.driver.major": major, "nvidia.com/cuda.driver.minor": minor}
+    return Node(name, {**labels, "nvidia.com/cuda.driver.rev": rev, **extra})
+
+
+def test_explain_findings_group_nodes_by_driver(table: BranchTable, compat: cuda.Table) -> None:
+    nodes = [
+        lab_node("a", "535", "183", "06"),
+        lab_node("b", "535", "183", "06"),
+        lab_node("c", "570", "86", "10"),
+        lab_node("d", "560", "35", "03", **{cuda_gate.CUDA_FULL: "12.7"}),  # GFD shows its CUDA
+    ]
+    reads = {
+        "reg/cuda:12.8": ImageRead(image(REQUIRE_128)),
+        "reg/cuda:12.7": ImageRead(image("CUDA_VERSION=12.7.1")),
+    }
+    found = cuda_gate.node_findings(["reg/cuda:12.8", "reg/cuda:12.7"], nodes, reads, (table, compat))
+    errors = [(f.image, f.nodes) for f in found if f.severity is cuda.Severity.ERROR]
+    assert errors == [("reg/cuda:12.8", ("a", "b")), ("reg/cuda:12.8", ("d",)), ("reg/cuda:12.7", ("a", "b"))]
+    assert not [f for f in found if f.severity is cuda.Severity.WARNING]  # d's label settles 12.7
+    assert "driver 535.183.06 (CUDA 12.2" in found[0].message and found[0].message.endswith("on a, b")
+
+
+def test_explain_names_an_unread_image_the_table_does_not_know(
+    table: BranchTable, compat: cuda.Table
+) -> None:
+    nodes = [lab_node("a", "550", "90", "07")]
+    reads = {
+        "private/app:1": ImageRead(None, "config not read: registry private answered 401"),
+        next(iter(compat.images)): ImageRead(None, "config not read: down"),  # the table judges it
+    }
+    found = cuda_gate.node_findings(list(reads), nodes, reads, (table, compat))
+    assert [(f.severity, f.image) for f in found] == [(cuda.Severity.WARNING, "private/app:1")]
+    assert "was not checked (config not read: registry private answered 401" in found[0].message
