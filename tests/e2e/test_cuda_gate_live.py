@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import gpudrv_command, gpudrv_env
-from tests.e2e.conftest import FakeNodes, Kube
+from tests.e2e.conftest import TEST_LABEL, FakeNodes, Kube
 from tests.registry import harness
 
 KERNEL = "5.15.0-119-generic"
@@ -118,6 +118,7 @@ class Site:
     namespace: str
     node: str
     registry: harness.Registry
+    nodes: FakeNodes
 
     def image(self, tag: str) -> str:
         return f"{self.registry.host}/{self.registry.repository}:{tag}"
@@ -137,7 +138,8 @@ class Site:
 @pytest.fixture
 def site(kube: Kube, nodes: FakeNodes, namespace: str, unique: str, registry: harness.Registry) -> Site:
     """A GPU node of this test on driver 570.86.10, and a namespace for its pods."""
-    return Site(kube, namespace, nodes.add_gpu(f"{unique}-gpu", gpu_labels("570", "86", "10")), registry)
+    node = nodes.add_gpu(f"{unique}-gpu", gpu_labels("570", "86", "10"))
+    return Site(kube, namespace, node, registry, nodes)
 
 
 def gpudrv(kube: Kube, registry: harness.Registry, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -196,3 +198,36 @@ def test_plan_passes_an_upgrade_the_images_accept(site: Site, tmp_path: Path) ->
     noted = site.gpudrv(up, "plan", "--from", "clusters/gpu")
     assert noted.returncode == 0, noted.stdout
     assert f"not checked: pod {site.namespace}/ghost image {missing} (config not read:" in noted.stdout
+
+
+POLICY = """apiVersion: nvidia.com/v1
+kind: ClusterPolicy
+metadata: {name: cluster-policy}
+spec:
+  driver: {enabled: true, usePrecompiled: true, repository: nvcr.io/nvidia, image: driver, version: "535"}
+"""
+
+
+def test_operator_plan_refuses_moving_a_node_below_its_jobs(site: Site, tmp_path: Path) -> None:
+    """A ClusterPolicy that moves the node from 570 to 535: the CUDA version comes from another live
+    node that runs 535 and shows it (GFD's label), not from the table."""
+    shown = {"nvidia.com/cuda.driver-version.major": "535", "nvidia.com/cuda.runtime-version.full": "12.2"}
+    other = site.nodes.add_gpu(f"{site.node}-535", {**gpu_labels("535", "161", "08"), **shown})
+    image = site.run_pod("train", "cuda-12.8")
+    site.kube.wait_for("the GPU pod Running", lambda: site.running() == 1)
+    root = tmp_path / "operator"
+    (root / "clusters" / "gpu").mkdir(parents=True)
+    (root / "clusters" / "gpu" / "cluster-policy.yaml").write_text(POLICY)
+    (root / "matrix").mkdir()
+    (root / "matrix" / "support-matrix.csv").write_text(
+        f"driver_branch,kernel,os_tag\n535,{KERNEL},ubuntu22.04\n"
+    )
+    for command in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "fleet"]):
+        subprocess.run(["git", *command], cwd=root, check=True, env=_git_env())
+    scope = f"{TEST_LABEL}={site.nodes.id}"
+    plan = site.gpudrv(root, "plan", "--from", "clusters/gpu", "--operator-version", "v26.7.0", "-l", scope)
+    assert plan.returncode == 1, plan.stdout + plan.stderr
+    blocked = [line for line in plan.stdout.splitlines() if "[blocked] cuda:" in line]
+    assert len(blocked) == 1, plan.stdout
+    assert f"pod {site.namespace}/train image {image} needs NVIDIA_REQUIRE_CUDA cuda>=12.8" in blocked[0]
+    assert f"driver 535 (CUDA 12.2, shown by {other}'s nvidia.com/cuda.runtime-version.full)" in blocked[0]

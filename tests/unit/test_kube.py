@@ -152,3 +152,13 @@ def test_nodes_and_pods_from_api_json() -> None:
         }
     )
     assert pod == Pod("ml", "p", {}, owner_kind="Job", gpu=True, ready=True)
+    containers = [
+        {"name": "sidecar", "image": "busybox"},
+        {"name": "a", "image": "reg/cuda:12.8", "resources": {"limits": {"nvidia.com/gpu": 1}}},
+        {"name": "b", "image": "reg/cuda:12.8", "resources": {"requests": {"nvidia.com/mig-1g.10gb": 1}}},
+        {"name": "c", "image": "reg/tools:1", "resources": {"requests": {"nvidia.com/gpu": 1}}},
+    ]
+    init = [{"name": "i", "image": "reg/init:1", "resources": {"limits": {"nvidia.com/gpu": 1}}}]
+    spec = {"containers": containers, "initContainers": init}
+    gpu = kube.pod({"metadata": {"namespace": "ml", "name": "q"}, "spec": spec})
+    assert gpu.gpu_images == ("reg/cuda:12.8", "reg/tools:1")  # GPU containers once each, no init ones
