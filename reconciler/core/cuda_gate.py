@@ -197,11 +197,11 @@ def _why(verdict: cuda_require.Verdict, facts: NodeFacts) -> str:
         return verdict.message
     failure = verdict.failures[0]
     first, *others = _terms(failure.requirement.text)
-    if failure.invalid or not others:
+    if failure.invalid or not others:  # one alternative: the toolkit's own words
         return failure.message
     alone = cuda_require.check(cuda_require.Requirement(failure.requirement.source, first), facts)
     lead = alone.message if alone is not None else f"{first} not met"
-    return f"{lead}, nor any of its {len(others)} other alternatives (with no brand known)"
+    return f"{lead}, and no alternative passes with no brand known"
 
 
 def _needs(image: ImageRequirements) -> str:
