@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.core import matrix
 from reconciler.core.matrix import Matrix, Row
+from reconciler.core.oci_image import ContentError, parse_digest
 from reconciler.core.tags import ImageKey
 
 # The distribution spec's repository name: path components of lowercase alphanumerics with separators.
@@ -251,7 +252,8 @@ def wanted_tags(tags: Iterable[str | None]) -> list[str]:
 
 # --- image references, as Kubernetes and containerd normalize them ---------------------------------
 
-_TAG = re.compile(r"[\w][\w.-]{0,127}")
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)  # regexp.go:68@v0.6.0
+_IDENTIFIER = re.compile(r"[a-f0-9]{64}")
 
 
 @dataclass(frozen=True, order=True)
@@ -281,14 +283,19 @@ def parse_image_reference(text: str) -> ImageReference:
         raise ValueError("an image reference is empty")
     if "://" in value:
         raise ValueError(f"{text!r}: an image reference has no scheme (give host/path:tag)")
+    if _IDENTIFIER.fullmatch(value):
+        raise ValueError(f"{text!r}: an image reference is not 64 hex digits (an image ID)")
     name, at, digest = value.partition("@")
     if at:
         _check_digest(text, digest)
+    # distribution/reference's splitDockerDomain (normalize.go:126-171@v0.6.0): the first part is a
+    # host when it is localhost, has a '.' or ':', or is not lowercase; index.docker.io is docker.io.
     first, slash, rest = name.partition("/")
-    if slash and ("." in first or ":" in first or first == "localhost"):
-        if not _is_host(first) and not _is_host(first.lower()):
+    if slash and (first == "localhost" or "." in first or ":" in first or first.lower() != first):
+        host_name, colon, port = first.partition(":")
+        if not _HOST.fullmatch(host_name) or (colon and not _PORT.fullmatch(port)):
             raise ValueError(f"{text!r}: {first!r} is not a registry host[:port]")
-        host, path = first, rest
+        host, path = (DOCKER_HUB if first == "index.docker.io" else first), rest
     else:
         host, path = DOCKER_HUB, name
     path, colon, tag = path.partition(":")
@@ -308,12 +315,10 @@ def parse_image_reference(text: str) -> ImageReference:
 
 
 def _check_digest(text: str, digest: str) -> None:
-    algorithm, colon, hex_part = digest.partition(":")
-    lengths = {"sha256": 64, "sha512": 128}
-    if not colon or algorithm not in lengths:
-        raise ValueError(f"{text!r}: the digest is not sha256:<hex> (or sha512)")
-    if len(hex_part) != lengths[algorithm] or not re.fullmatch(r"[0-9a-f]+", hex_part):
-        raise ValueError(f"{text!r}: a {algorithm} digest is {lengths[algorithm]} lowercase hex digits")
+    try:
+        parse_digest(digest)
+    except ContentError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
 
 
 # --- platforms -------------------------------------------------------------------------------------
