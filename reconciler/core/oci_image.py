@@ -210,3 +210,21 @@ def error_codes(document: Any) -> list[str]:
         return []
     codes = (error.get("code") for error in errors if isinstance(error, Mapping))
     return list(dict.fromkeys(code for code in codes if isinstance(code, str) and code in ERROR_CODES))
+
+
+def config_env(document: Any) -> tuple[str, ...]:
+    """`config.Env` of an image's config blob (the image spec's `config` object): no Env is none;
+    ContentError when it is not a list of strings."""
+    if not isinstance(document, Mapping):
+        raise ContentError("an image config is not a JSON object")
+    config = document.get("config")
+    if config is None:
+        return ()
+    if not isinstance(config, Mapping):
+        raise ContentError("an image config's config is not an object")
+    env = config.get("Env")
+    if env is None:
+        return ()
+    if not isinstance(env, list) or not all(isinstance(item, str) for item in env):
+        raise ContentError("an image config's config.Env is not a list of strings")
+    return tuple(env)

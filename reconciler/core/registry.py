@@ -13,6 +13,7 @@ from typing import Any
 
 from reconciler.core import matrix
 from reconciler.core.matrix import Matrix, Row
+from reconciler.core.oci_image import ContentError, parse_digest
 from reconciler.core.tags import ImageKey
 
 # The distribution spec's repository name: path components of lowercase alphanumerics with separators.
@@ -247,3 +248,110 @@ def _row_key(tag: str, row_schema: Mapping[str, Any] | None) -> ImageKey | None:
 def wanted_tags(tags: Iterable[str | None]) -> list[str]:
     """The distinct tags to ask the registry about, in a stable order."""
     return sorted({tag for tag in tags if tag})
+
+
+# --- image references, as Kubernetes and containerd normalize them ---------------------------------
+
+_TAG = re.compile(r"[\w][\w.-]{0,127}", re.ASCII)  # regexp.go:68@v0.6.0
+_IDENTIFIER = re.compile(r"[a-f0-9]{64}")
+
+
+@dataclass(frozen=True, order=True)
+class ImageReference:
+    """A pod's image, normalized: `ubuntu` is docker.io/library/ubuntu:latest; with a digest, the
+    digest is what is pulled (a tag beside it is kept only to show)."""
+
+    repository: Repository
+    tag: str | None
+    digest: str | None  # algorithm:hex
+
+    @property
+    def manifest(self) -> str:
+        """What to ask the registry's manifests endpoint for: the digest, else the tag."""
+        return self.digest or self.tag or "latest"
+
+    def __str__(self) -> str:
+        tag = f":{self.tag}" if self.tag else ""
+        return f"{self.repository}{tag}" + (f"@{self.digest}" if self.digest else "")
+
+
+def parse_image_reference(text: str) -> ImageReference:
+    """`[host[:port]/]path[:tag][@digest]` -> ImageReference (docker.io and library/ when there is no
+    host, `latest` when there is neither tag nor digest); ValueError says what is wrong."""
+    value = text.strip()
+    if not value:
+        raise ValueError("an image reference is empty")
+    if "://" in value:
+        raise ValueError(f"{text!r}: an image reference has no scheme (give host/path:tag)")
+    if _IDENTIFIER.fullmatch(value):
+        raise ValueError(f"{text!r}: an image reference is not 64 hex digits (an image ID)")
+    name, at, digest = value.partition("@")
+    if at:
+        _check_digest(text, digest)
+    # distribution/reference's splitDockerDomain (normalize.go:126-171@v0.6.0): the first part is a
+    # host when it is localhost, has a '.' or ':', or is not lowercase; index.docker.io is docker.io.
+    first, slash, rest = name.partition("/")
+    if slash and (first == "localhost" or "." in first or ":" in first or first.lower() != first):
+        host_name, colon, port = first.partition(":")
+        if not _HOST.fullmatch(host_name) or (colon and not _PORT.fullmatch(port)):
+            raise ValueError(f"{text!r}: {first!r} is not a registry host[:port]")
+        host, path = (DOCKER_HUB if first == "index.docker.io" else first), rest
+    else:
+        host, path = DOCKER_HUB, name
+    path, colon, tag = path.partition(":")
+    if colon and not _TAG.fullmatch(tag):
+        raise ValueError(f"{text!r}: tag {tag!r} is not a tag (letters, digits, '_', '.', '-'; at most 128)")
+    components = path.split("/")
+    bad = next((part for part in components if not _COMPONENT.fullmatch(part)), None)
+    if bad is not None:
+        raise ValueError(
+            f"{text!r}: path component {bad!r} is not a repository name (lowercase letters and digits, "
+            "separated by '.', '_', '__' or '-')"
+        )
+    if host == DOCKER_HUB and len(components) == 1:
+        path = f"library/{path}"
+    tag_or_default = tag if colon else (None if at else "latest")
+    return ImageReference(Repository(host, path), tag_or_default, digest if at else None)
+
+
+def _check_digest(text: str, digest: str) -> None:
+    try:
+        parse_digest(digest)
+    except ContentError as exc:
+        raise ValueError(f"{text!r}: {exc}") from None
+
+
+# --- platforms -------------------------------------------------------------------------------------
+
+_PLATFORM_WORD = re.compile(r"[a-z0-9._-]{1,40}")
+_DEFAULT_VARIANT = {"arm64": "v8"}  # containerd's normalization: arm64 is arm64/v8
+
+
+def parse_platform(text: str) -> tuple[str, str, str | None]:
+    """`linux/amd64`, `linux/arm64/v8` -> (os, architecture, variant); ValueError otherwise."""
+    parts = text.strip().lower().split("/")
+    if len(parts) not in (2, 3) or not all(_PLATFORM_WORD.fullmatch(part) for part in parts):
+        raise ValueError(f"{text!r} is no platform: give os/architecture[/variant], like linux/amd64")
+    return parts[0], parts[1], parts[2] if len(parts) == 3 else None
+
+
+def pick_platform(wanted: str, offered: Sequence[str | None]) -> int | None:
+    """The index of the entry of an image index (their platforms, os/architecture[/variant]) that
+    serves `wanted`: os and architecture equal, and the variant when `wanted` names one (arm64's
+    default is v8); without a variant, an entry without one first. None: no entry serves it."""
+    system, architecture, variant = parse_platform(wanted)
+    fallback: int | None = None
+    for index, platform in enumerate(offered):
+        if platform is None:
+            continue
+        parts = platform.split("/")
+        if parts[:2] != [system, architecture]:
+            continue
+        own = parts[2] if len(parts) > 2 else None
+        if variant is None:
+            if own is None or own == _DEFAULT_VARIANT.get(architecture):
+                return index
+            fallback = index if fallback is None else fallback
+        elif (own or _DEFAULT_VARIANT.get(architecture)) == variant:
+            return index
+    return fallback

@@ -37,7 +37,7 @@ import tarfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -461,26 +461,45 @@ class Registry:
         size: int = LAYER_SIZE,
         repository: str = REPOSITORY,
         docker: bool = False,
+        *,
+        env: Mapping[str, str] | None = None,
+        platforms: Sequence[str] = PLATFORMS,
     ) -> str:
-        """A multi-platform image under the tag: for each of PLATFORMS an image with one layer of
-        `size` random bytes (deterministic from `seed`, default the tag; different per platform), in an
-        OCI image index (`docker`: Docker manifests in a manifest list). Returns the index digest."""
+        """A multi-platform image under the tag: for each of `platforms` an image with one layer of
+        `size` random bytes (deterministic from `seed`, default the tag; different per platform) and
+        `env` in its config's Env, in an OCI image index (`docker`: Docker manifests in a manifest
+        list). Returns the index digest."""
         reference = f"{self.host}/{repository}"
         children = []
-        for platform in PLATFORMS:
+        for platform in platforms:
             layer = self.random_layer(f"{seed or tag}/{platform}", size)
             empty_base = [] if docker else ["--oci-empty-base"]
             self.crane("append", "--new_layer", str(layer), "--new_tag", f"{reference}:{tag}", *empty_base)
             # The platform goes into the config: a new image, pushed by digest only.
             children.append(
                 self.crane(
-                    "mutate", f"{reference}:{tag}", "--set-platform", platform, "--repo", reference
+                    "mutate", f"{reference}:{tag}", "--set-platform", platform, *env_flags(env),
+                    "--repo", reference,
                 ).strip()
-            )
+            )  # fmt: skip
         manifests = [part for child in children for part in ("--manifest", child)]
         empty_index = ["--docker-empty-base"] if docker else []
         self.crane("index", "append", *manifests, "--tag", f"{reference}:{tag}", *empty_index)
         return self.digest(tag, repository)
+
+    def push_image(
+        self, tag: str, env: Mapping[str, str], platform: str = "linux/amd64", size: int = 1024
+    ) -> str:
+        """A single-platform image (no index) under the tag, `env` in its config's Env; its digest."""
+        layer = self.random_layer(f"{tag}/{platform}", size)
+        self.crane(
+            "append", "--new_layer", str(layer), "--new_tag", f"{self.repository}:{tag}", "--oci-empty-base"
+        )
+        self.crane(
+            "mutate", f"{self.repository}:{tag}", "--set-platform", platform, *env_flags(env),
+            "--tag", f"{self.repository}:{tag}",
+        )  # fmt: skip
+        return self.digest(tag)
 
     def digest(self, tag: str, repository: str = REPOSITORY) -> str:
         return self.crane("digest", f"{self.host}/{repository}:{tag}").strip()
@@ -566,6 +585,11 @@ class Registry:
         if result.returncode != 0:
             raise RuntimeError(f"{' '.join(map(str, command))} failed ({result.returncode}): {result.stderr}")
         return result.stdout
+
+
+def env_flags(env: Mapping[str, str] | None) -> list[str]:
+    """`crane mutate --env` flags, one per variable, in order."""
+    return [part for name, value in (env or {}).items() for part in ("--env", f"{name}={value}")]
 
 
 # --- for matrix fill: a fleet that needs images, a fill killed mid-copy -------------------------------

@@ -14,17 +14,15 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
-import json
 import threading
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from reconciler.adapters.registry import oci
+from reconciler.adapters.registry import manifests, oci
 from reconciler.core.oci_image import (
-    MANIFEST_TYPES,
     MAX_DEPTH,
     ContentError,
     Descriptor,
@@ -34,9 +32,7 @@ from reconciler.core.oci_image import (
     check_content,
     digest_of,
     error_codes,
-    media_type_of,
     parse_digest,
-    parse_manifest,
 )
 from reconciler.core.registry import Repository
 from reconciler.errors import GpudrvError
@@ -44,9 +40,7 @@ from reconciler.errors import GpudrvError
 if TYPE_CHECKING:
     from reconciler.adapters.registry.oci import Response
 
-ACCEPT = {"Accept": ", ".join(MANIFEST_TYPES)}
 CHUNK = 1 << 20  # bytes per read of a streamed blob
-MAX_MANIFEST = 4 << 20  # distribution refuses manifests over 4 MiB; so does gpudrv
 
 
 @dataclass(frozen=True)
@@ -85,15 +79,15 @@ def resolve_all(source: oci.Client, tags: Sequence[str]) -> dict[str, str | None
 
 def _digest_at(client: oci.Client, reference: str) -> Digest | None:
     """The digest a reference resolves to: Docker-Content-Digest of a HEAD, else the GET body's."""
-    response = client.request("HEAD", _manifest_url(client, reference), ACCEPT)
+    response = client.request("HEAD", manifests.manifest_url(client, reference), manifests.ACCEPT)
     if response.status == 404:
         return None
     if response.status != 200:
-        raise client.unexpected(response, f"HEAD {_ref(client, reference)}")
+        raise client.unexpected(response, f"HEAD {manifests.ref(client, reference)}")
     header = response.headers.get("Docker-Content-Digest")
     if header:
-        return _header_digest(client, header, reference)
-    return digest_of(_get_manifest(client, reference)[1])
+        return manifests.header_digest(client, header, reference)
+    return digest_of(manifests.get_manifest(client, reference)[1])
 
 
 # --- the copy ------------------------------------------------------------------------------------
@@ -110,7 +104,9 @@ def copy(
     except oci.RegistryFailure:
         raise
     except GpudrvError as exc:
-        raise GpudrvError(f"copying {_ref(source, tag)} to {target.repository}: {exc.message}") from None
+        raise GpudrvError(
+            f"copying {manifests.ref(source, tag)} to {target.repository}: {exc.message}"
+        ) from None
 
 
 def copy_all(
@@ -161,7 +157,7 @@ def _copy(source: oci.Client, target: oci.Client, tag: str, digest: str, shared:
         planned = parse_digest(digest)
     except ContentError as exc:
         raise GpudrvError(f"the planned digest of {tag}: {exc}") from None
-    media_type, body = _get_manifest(source, tag)
+    media_type, body = manifests.get_manifest(source, tag)
     sent_digest = digest_of(body, planned.algorithm)
     if sent_digest != planned:
         raise GpudrvError(
@@ -176,14 +172,14 @@ def _copy(source: oci.Client, target: oci.Client, tag: str, digest: str, shared:
         )
     counts = _Counts()
     work = _Work(source, target, mounts_from(source.repository, target.repository), shared, counts)
-    work.contents(_parse(source, media_type, body, tag), depth=0)
+    work.contents(manifests.parse(source, media_type, body, tag), depth=0)
     if existing != planned:
         _put_manifest(target, tag, media_type, body)
         counts.manifests += 1
     found = _digest_at(target, tag)
     if found != planned:
         raise GpudrvError(
-            f"{_ref(target, tag)} is {found or 'missing'} after the copy, not {planned} "
+            f"{manifests.ref(target, tag)} is {found or 'missing'} after the copy, not {planned} "
             "(the copy does not verify by digest)"
         )
     sent = Transfer(counts.manifests, counts.sent, counts.mounted, counts.present, counts.bytes_sent)
@@ -210,19 +206,19 @@ class _Work:
                 continue  # the registry checked its contents when it took it
             if depth >= MAX_DEPTH:
                 raise GpudrvError(f"{self.source.where}: indexes nest deeper than {MAX_DEPTH} levels")
-            media_type, body = _get_manifest(self.source, str(entry.digest))
+            media_type, body = manifests.get_manifest(self.source, str(entry.digest))
             try:
                 check_content(body, entry.digest, entry.size)
             except ContentError as exc:
                 raise GpudrvError(f"{self.source.where}: manifest {entry.digest}: {exc}") from None
-            self.contents(_parse(self.source, media_type, body, str(entry.digest)), depth + 1)
+            self.contents(manifests.parse(self.source, media_type, body, str(entry.digest)), depth + 1)
             _put_manifest(self.target, str(entry.digest), media_type, body)
             self.counts.manifests += 1
 
     def blob(self, blob: Descriptor) -> str:
         """present, mounted or sent."""
         target = self.target
-        response = target.request("HEAD", _blob_url(target, blob.digest), {})
+        response = target.request("HEAD", manifests.blob_url(target, blob.digest), {})
         if response.status == 200:
             return "present"
         if response.status != 404:
@@ -250,7 +246,7 @@ class _Work:
         """The blob from the source, checked while it flows: the last piece is held back until size
         and digest are right, so a wrong blob never completes an upload."""
         source = self.source
-        url = _blob_url(source, blob.digest)
+        url = manifests.blob_url(source, blob.digest)
         response = source.request("GET", url, {}, stream=True)
         try:
             if response.status != 200:
@@ -307,82 +303,18 @@ class SharedBlobs:
 # --- the endpoints -------------------------------------------------------------------------------
 
 
-def _manifest_url(client: oci.Client, reference: str) -> str:
-    return f"{client.base}/manifests/{urllib.parse.quote(reference, safe=':')}"
-
-
-def _blob_url(client: oci.Client, digest: Digest) -> str:
-    return f"{client.base}/blobs/{digest}"
-
-
-def _ref(client: oci.Client, reference: str) -> str:
-    separator = "@" if ":" in reference else ":"
-    return f"{client.repository}{separator}{reference}"
-
-
-def _get_manifest(client: oci.Client, reference: str) -> tuple[str, bytes]:
-    """The manifest's media type (as the registry sends it) and exact bytes, their digest checked
-    against the registry's Docker-Content-Digest when it sends one."""
-    response = client.request("GET", _manifest_url(client, reference), ACCEPT)
-    if response.status == 404:
-        raise GpudrvError(f"{client.where}: has no manifest {_ref(client, reference)}")
-    if response.status != 200:
-        raise client.unexpected(response, f"GET {_ref(client, reference)}")
-    body = response.data
-    if len(body) > MAX_MANIFEST:
-        raise GpudrvError(f"{client.where}: manifest {_ref(client, reference)} is over {MAX_MANIFEST} bytes")
-    header = response.headers.get("Docker-Content-Digest")
-    if header:
-        said = _header_digest(client, header, reference)
-        if digest_of(body, said.algorithm) != said:
-            raise GpudrvError(
-                f"{client.where}: sent a manifest for {_ref(client, reference)} whose bytes do not match "
-                f"its digest {said}"
-            )
-    try:
-        media_type = media_type_of(response.headers.get("Content-Type"), _json(body))
-    except ContentError as exc:
-        raise GpudrvError(f"{client.where}: {_ref(client, reference)}: {exc}") from None
-    return media_type, body
-
-
-def _parse(client: oci.Client, media_type: str, body: bytes, reference: str) -> Manifest:
-    try:
-        return parse_manifest(media_type, _json(body))
-    except ContentError as exc:
-        raise GpudrvError(f"{client.where}: {_ref(client, reference)}: {exc}") from None
-
-
 def _put_manifest(client: oci.Client, reference: str, media_type: str, body: bytes) -> None:
     response = client.request(
-        "PUT", _manifest_url(client, reference), {"Content-Type": media_type}, body, write=True
+        "PUT", manifests.manifest_url(client, reference), {"Content-Type": media_type}, body, write=True
     )
     if response.status != 201:
-        raise _write_error(client, response, f"PUT manifest {_ref(client, reference)}")
-
-
-def _header_digest(client: oci.Client, header: str, reference: str) -> Digest:
-    try:
-        return parse_digest(header.strip())
-    except ContentError as exc:
-        raise GpudrvError(
-            f"{client.where}: the Docker-Content-Digest of {_ref(client, reference)}: {exc}"
-        ) from None
+        raise _write_error(client, response, f"PUT manifest {manifests.ref(client, reference)}")
 
 
 def _write_error(client: oci.Client, response: Response, what: str) -> GpudrvError:
     """A refused write is the `refuses pushes` line; other answers name the spec's error codes only."""
-    codes = error_codes(_json(response.data, quiet=True))
+    codes = error_codes(manifests.json_of(response.data, quiet=True))
     status = f"{response.status} {' '.join(codes)}".strip()
     if response.status in (401, 403) or {"DENIED", "UNAUTHORIZED"} & set(codes):
         return client.refuses_pushes(f"{what} answered {status}")
     return GpudrvError(f"{client.where}: {what} answered {status}")
-
-
-def _json(body: bytes, quiet: bool = False) -> Any:
-    try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        if quiet:
-            return None
-        raise ContentError("a manifest is not JSON") from None
