@@ -95,19 +95,23 @@ def _git_env() -> dict[str, str]:
 
 
 def gpu_pod(namespace: str, name: str, node: str, image: str) -> str:
-    """A Job's pod bound to `node` (a controller: the drain gates have nothing to say) asking for a GPU."""
+    """A Deployment's pod bound to `node` (a controller: the drain gates have nothing to say; kwok keeps
+    it Running, where it completes a Job's at once) asking for a GPU."""
     container = {"name": "cuda", "image": image, "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
             "template": {
-                "spec": {"nodeName": node, "restartPolicy": "Never", "containers": [container]},
-            }
+                "metadata": {"labels": {"app": name}},
+                "spec": {"nodeName": node, "containers": [container]},
+            },
         },
     }
-    return json.dumps(job)
+    return json.dumps(deployment)
 
 
 @dataclass
@@ -121,7 +125,7 @@ class Site:
     nodes: FakeNodes
 
     def image(self, tag: str) -> str:
-        return f"{self.registry.host}/{self.registry.repository}:{tag}"
+        return f"{self.registry.repository}:{tag}"
 
     def run_pod(self, name: str, tag: str) -> str:
         self.kube.apply(gpu_pod(self.namespace, name, self.node, self.image(tag)))
@@ -159,7 +163,7 @@ def test_plan_refuses_a_downgrade_that_breaks_a_running_cuda_job(site: Site, tmp
     assert plan.returncode == 1, plan.stdout + plan.stderr
     blocked = [line for line in plan.stdout.splitlines() if "[blocked] cuda:" in line]
     assert len(blocked) == 1, plan.stdout
-    assert f"pod {site.namespace}/train-128" in blocked[0] and f"image {image_128}" in blocked[0]
+    assert f"pod {site.namespace}/train-128-" in blocked[0] and f"image {image_128}" in blocked[0]
     assert "needs NVIDIA_REQUIRE_CUDA cuda>=12.8 (or 4 alternatives)" in blocked[0]
     assert "driver 535.161.08 (CUDA 12.2, data/driver-cuda.json)" in blocked[0]
     assert "unsatisfied condition: cuda>=12.8 (cuda=12.2)" in blocked[0]
@@ -178,10 +182,8 @@ def test_plan_refuses_a_downgrade_that_breaks_a_running_cuda_job(site: Site, tmp
     offline = site.gpudrv(down, "plan", "--from", "clusters/gpu", "--registry-images", "off")
     assert offline.returncode == 0, offline.stdout
     assert "[note] cuda: 0 GPU pod images accept driver 535.161.08" in offline.stdout
-    unread = (
-        f"not checked: pod {site.namespace}/train-128 image {image_128} (not read (--registry-images off)"
-    )
-    assert unread in offline.stdout
+    unread = f"image {image_128} (not read: --registry-images off; not in data/cuda-compat.json either)"
+    assert f"; not checked: pod {site.namespace}/train-" in offline.stdout and unread in offline.stdout
 
 
 def test_plan_passes_an_upgrade_the_images_accept(site: Site, tmp_path: Path) -> None:
@@ -197,7 +199,8 @@ def test_plan_passes_an_upgrade_the_images_accept(site: Site, tmp_path: Path) ->
     site.kube.wait_for("two GPU pods Running", lambda: site.running() == 2)
     noted = site.gpudrv(up, "plan", "--from", "clusters/gpu")
     assert noted.returncode == 0, noted.stdout
-    assert f"not checked: pod {site.namespace}/ghost image {missing} (config not read:" in noted.stdout
+    assert f"not checked: pod {site.namespace}/ghost-" in noted.stdout
+    assert f"image {missing} (config not read:" in noted.stdout
 
 
 POLICY = """apiVersion: nvidia.com/v1
@@ -229,5 +232,6 @@ def test_operator_plan_refuses_moving_a_node_below_its_jobs(site: Site, tmp_path
     assert plan.returncode == 1, plan.stdout + plan.stderr
     blocked = [line for line in plan.stdout.splitlines() if "[blocked] cuda:" in line]
     assert len(blocked) == 1, plan.stdout
-    assert f"pod {site.namespace}/train image {image} needs NVIDIA_REQUIRE_CUDA cuda>=12.8" in blocked[0]
+    assert f"pod {site.namespace}/train-" in blocked[0]
+    assert f"image {image} needs NVIDIA_REQUIRE_CUDA cuda>=12.8" in blocked[0]
     assert f"driver 535 (CUDA 12.2, shown by {other}'s nvidia.com/cuda.runtime-version.full)" in blocked[0]
