@@ -73,6 +73,11 @@ def parse_repository(text: str) -> Repository:
     last = name.rsplit("/", 1)[-1]
     if at or ":" in last:
         raise ValueError(f"{text!r}: give the repository without a tag or digest, like {EXAMPLE}")
+    return Repository(host, _path(text, host, name))
+
+
+def _path(text: str, host: str, name: str) -> str:
+    """The repository's path, each component checked; Docker Hub's official images under library/."""
     components = name.split("/")
     bad = next((part for part in components if not _COMPONENT.fullmatch(part)), None)
     if bad is not None:
@@ -80,9 +85,7 @@ def parse_repository(text: str) -> Repository:
             f"{text!r}: path component {bad!r} is not a repository name (lowercase letters and digits, "
             "separated by '.', '_', '__' or '-')"
         )
-    if host == DOCKER_HUB and len(components) == 1:
-        name = f"library/{name}"
-    return Repository(host, name)
+    return f"library/{name}" if host == DOCKER_HUB and len(components) == 1 else name
 
 
 def _is_host(host: str) -> bool:
@@ -301,17 +304,8 @@ def parse_image_reference(text: str) -> ImageReference:
     path, colon, tag = path.partition(":")
     if colon and not _TAG.fullmatch(tag):
         raise ValueError(f"{text!r}: tag {tag!r} is not a tag (letters, digits, '_', '.', '-'; at most 128)")
-    components = path.split("/")
-    bad = next((part for part in components if not _COMPONENT.fullmatch(part)), None)
-    if bad is not None:
-        raise ValueError(
-            f"{text!r}: path component {bad!r} is not a repository name (lowercase letters and digits, "
-            "separated by '.', '_', '__' or '-')"
-        )
-    if host == DOCKER_HUB and len(components) == 1:
-        path = f"library/{path}"
     tag_or_default = tag if colon else (None if at else "latest")
-    return ImageReference(Repository(host, path), tag_or_default, digest if at else None)
+    return ImageReference(Repository(host, _path(text, host, path)), tag_or_default, digest if at else None)
 
 
 def _check_digest(text: str, digest: str) -> None:
