@@ -235,3 +235,10 @@ def test_operator_plan_refuses_moving_a_node_below_its_jobs(site: Site, tmp_path
     assert f"pod {site.namespace}/train-" in blocked[0]
     assert f"image {image} needs NVIDIA_REQUIRE_CUDA cuda>=12.8" in blocked[0]
     assert f"driver 535 (CUDA 12.2, shown by {other}'s nvidia.com/cuda.runtime-version.full)" in blocked[0]
+    explained = site.gpudrv(root, "explain", "-n", site.namespace, "-l", scope)
+    assert explained.returncode == 1, explained.stdout + explained.stderr
+    errors = [line for line in explained.stdout.splitlines() if line.strip().startswith("error:")]
+    assert len(errors) == 1, explained.stdout
+    assert f"{image} needs NVIDIA_REQUIRE_CUDA cuda>=12.8" in errors[0]
+    assert "driver 535.161.08 (CUDA 12.2, its nvidia.com/cuda.runtime-version.full)" in errors[0]
+    assert errors[0].endswith(f"on {other}")
