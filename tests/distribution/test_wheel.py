@@ -20,7 +20,12 @@ import pytest
 from reconciler import __version__
 from tests.conftest import REPO
 
-DATA = ["data/cuda-compat.json", "data/os-tag-rules.json", "data/gpu-operator-chart.json"]
+DATA = [
+    "data/cuda-compat.json",
+    "data/driver-cuda.json",
+    "data/os-tag-rules.json",
+    "data/gpu-operator-chart.json",
+]
 SCHEMAS = [
     "gpudrv-config.schema.json",
     "matrix-row.schema.json",
