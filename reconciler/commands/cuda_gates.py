@@ -112,9 +112,8 @@ def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:
     its upgrade has not begun (a node already cordoned for it goes on)."""
     if gate is None or plan.target_tag is None or plan.skipped or plan.steps[0] not in BEFORE_CORDON:
         return plan
-    *before, last = plan.gates
-    if last.name is GateName.CORDON:
-        return replace(plan, gates=(*before, gate, last))
+    if plan.gates and plan.gates[-1].name is GateName.CORDON:
+        return replace(plan, gates=(*plan.gates[:-1], gate, plan.gates[-1]))
     return replace(plan, gates=(*plan.gates, gate))
 
 
@@ -124,12 +123,7 @@ def operator_refusals(
     """Before a GPU Operator rollout writes anything: each node the driver resources move whose GPU
     pods' images refuse its new driver, and the gate's detail."""
     live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
-    wants = operator_contract.wants(contract, live).wants
-    moving = {
-        want.node.name: want.resource.version
-        for want in wants
-        if want.resource is not None and rollout.running_branch(want.node.labels) != want.resource.version
-    }
+    moving = rollout.moving(operator_contract.wants(contract, live).wants)
     if not moving:
         return []
     gates = Gates(enabled, live)

@@ -75,11 +75,7 @@ def _operator_plan(
     live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
     require_gpu_nodes(len(live), f"in the cluster at {fleet.host}", selector, allow_empty)
     found = operator_contract.wants(contract, live)
-    moving = [
-        w.node.name
-        for w in found.wants
-        if w.resource and rollout.running_branch(w.node.labels) != w.resource.version
-    ]
+    moving = list(rollout.moving(found.wants))
     pods = fleet.pods_on_nodes(moving)
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
     moves = gates.on_moves(moves, pods, live)

@@ -42,6 +42,17 @@ def running_branch(labels: Mapping[str, str]) -> str | None:
     return next((labels[key] for key in RUNNING_BRANCH if labels.get(key)), None)
 
 
+def moving(wants: Sequence[Want]) -> dict[str, str]:
+    """Per GPU node the desired resources move to another driver: the version they move it to."""
+    return {
+        want.node.name: want.resource.version
+        for want in wants
+        if want.resource is not None
+        and want.resource.version
+        and running_branch(want.node.labels) != want.resource.version
+    }
+
+
 def moves(
     desired: Sequence[Want],
     live: Mapping[str, Node],

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 from reconciler.commands.cuda_gates import platform, with_gate
+from reconciler.core import rollout
+from reconciler.core.driver_images import Want
+from reconciler.core.operator import DriverResource, Kind
+from reconciler.core.tags import Node
 from reconciler.core.upgrade import ORDER, Driver, Gate, GateName, NodePlan, State
 
 CUDA = Gate(GateName.CUDA, False, "pod ml/train image reg/cuda:12.8 needs ...")
@@ -34,3 +38,16 @@ def test_a_node_already_under_way_or_left_alone_keeps_its_plan() -> None:
 def test_the_platform_is_the_nodes_architecture() -> None:
     assert platform({"kubernetes.io/arch": "arm64"}) == "linux/arm64"
     assert platform({}) == "linux/amd64"
+
+
+def test_the_nodes_a_driver_resource_moves() -> None:
+    policy = DriverResource(Kind.CLUSTER_POLICY, "cluster-policy", version="535")
+    unset = DriverResource(Kind.CLUSTER_POLICY, "cluster-policy")
+    wants = [
+        Want(Node("a", {"nvidia.com/cuda.driver-version.major": "570"}), policy),
+        Want(Node("b", {"nvidia.com/cuda.driver.major": "535"}), policy),  # already there (the lab's key)
+        Want(Node("c", {}), policy),  # no driver label: it moves
+        Want(Node("d", {"nvidia.com/cuda.driver.major": "570"}), None),  # no resource selects it
+        Want(Node("e", {"nvidia.com/cuda.driver.major": "570"}), unset),  # no version: nothing to move to
+    ]
+    assert rollout.moving(wants) == {"a": "535", "c": "535"}
