@@ -30,6 +30,7 @@ CHECKS = [
     "Validate the node manifests",
     "Audit the desired fleet against the matrix",
     "Impact of the matrix change",
+    "CUDA workloads against the desired drivers",
 ]
 
 
@@ -62,7 +63,7 @@ def pull_request(origin: Path, tmp_path: Path, branch: str) -> Path:
 def pr_check(workspace: Path, runner: Path) -> dict[str, actions.StepRun]:
     """The scaffolded PR check: its own workflow file, its own steps and inputs."""
     workflow = workspace / ".github/workflows/pr.yml"
-    assert [step["uses"] for step in actions.gpudrv_steps(workflow)] == [ACTION] * 4
+    assert [step["uses"] for step in actions.gpudrv_steps(workflow)] == [ACTION] * len(CHECKS)
     return actions.run_workflow(workflow, workspace, runner, {"github.base_ref": "main"})
 
 
@@ -86,8 +87,8 @@ def add_node_without_image(workspace: Path, fleet: str, model: str, node: str) -
 def assert_red_on(steps: dict[str, actions.StepRun], driver: str, node: str, tag: str) -> None:
     """The audit fails with one annotation, at the NVIDIADriver's version line (the operator's mode:
     the resource decides the image), naming the node and the image; the other checks pass."""
-    matrix, manifests, audit, impact = (steps[name] for name in CHECKS)
-    assert (matrix.code, manifests.code, impact.code) == (0, 0, 0)
+    matrix, manifests, audit, impact, workloads = (steps[name] for name in CHECKS)
+    assert (matrix.code, manifests.code, impact.code, workloads.code) == (0, 0, 0, 0)
     assert audit.code == 1  # the check fails
     [error] = audit.commands()
     assert error.startswith(f"::error file={driver},line=")
