@@ -278,7 +278,7 @@ def _status(a: argparse.Namespace) -> int:
 def _report(a: argparse.Namespace) -> int:
     from reconciler.commands import status
 
-    return status.run_report(a.matrix, _source(a), a.output)
+    return status.run_report(a.matrix, _source(a), a.output, a.registry_images == "on")
 
 
 def _reconcile(args: argparse.Namespace) -> int:

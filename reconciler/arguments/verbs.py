@@ -348,6 +348,7 @@ def _add_upgrade_commands(
         parents=[*nodes, matrix_file, output_option(Output.HTML)],
         **usage.of("report"),
     )
+    add(report_cmd, ApplySettings, "registry_images")
     report_cmd.set_defaults(handler="report")
 
 

@@ -14,7 +14,7 @@ from reconciler.adapters import files
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import operator_contract
 from reconciler.adapters.registry import image_config
-from reconciler.core import budget, cuda, cuda_gate, cuda_require, reads, rollout
+from reconciler.core import budget, cuda, cuda_gate, cuda_require, cuda_workloads, reads, rollout
 from reconciler.core.cuda_gate import BranchTable, ImageRead
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract
@@ -50,11 +50,6 @@ def read_images(
     }
 
 
-def platform(labels: Mapping[str, str]) -> str:
-    """The platform a node pulls: linux and its kubelet's architecture label (amd64 when it has none)."""
-    return f"linux/{labels.get(cuda_gate.ARCH) or 'amd64'}"
-
-
 @dataclass
 class Gates:
     """One run's gate: the tables, the fleet's observed CUDA versions, and the image reads so far."""
@@ -70,7 +65,7 @@ class Gates:
 
     def know(self, nodes: Sequence[Node]) -> None:
         """The nodes' platforms, and per branch the CUDA version GFD shows on one of them."""
-        self._platforms = {node.name: platform(node.labels) for node in nodes}
+        self._platforms = {node.name: cuda_gate.platform(node.labels) for node in nodes}
         self._seen = cuda_gate.observed([(node.name, node.labels) for node in nodes])
 
     def on_moves(
@@ -105,6 +100,23 @@ class Gates:
             reads = {}
         checks = cuda_gate.checks(cuda_gate.pod_images(pods), target, reads, self.fallback)
         return cuda_gate.gate(checks, target)
+
+
+def fleet_rows(
+    nodes: Sequence[Node],
+    pods: Mapping[str, Sequence[budget.Pod]],
+    moving: Mapping[str, str],
+    enabled: bool,
+) -> tuple[cuda_workloads.Judged, ...]:
+    """The fleet page's CUDA workloads: every GPU pod image on the nodes, read once per platform, on
+    the driver its node runs and on the one the driver resources move it to (`moving`)."""
+    wanted = {
+        (item.image, cuda_gate.platform(node.labels))
+        for node in nodes
+        for item in cuda_gate.pod_images(pods.get(node.name, ()))
+    }
+    reads = read_images(wanted, enabled)
+    return cuda_workloads.rows(nodes, pods, reads, moving, (load_table(), load_compat()))
 
 
 def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:

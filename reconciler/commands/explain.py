@@ -69,7 +69,7 @@ def load_table(path: Path = cuda_gates.COMPAT_FILE) -> cuda.Table:
 def _images(items: Sequence[Workload], nodes: Sequence[Node]) -> Images:
     """The images of the workloads' GPU containers, read for the GPU nodes' platforms (amd64 when none
     says)."""
-    platforms = {cuda_gates.platform(node.labels) for node in nodes if node.gpu_present} or {"linux/amd64"}
+    platforms = {cuda_gate.platform(node.labels) for node in nodes if node.gpu_present} or {"linux/amd64"}
     reads = cuda_gates.read_images(
         (image, on) for item in items for image in item.gpu_images for on in platforms
     )

@@ -16,6 +16,7 @@ from reconciler.adapters import git
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
 from reconciler.core import fleet_page
+from reconciler.core.cuda_workloads import Judged
 from reconciler.core.driver_images import Wants
 from reconciler.core.fleet_page import Change, NodeState
 from reconciler.core.matrix import Matrix
@@ -35,7 +36,9 @@ def run(
     nodes: Sequence[LiveNode],
     reasons: Mapping[str, str],
     source: NodeSource,
+    workloads: Sequence[Judged] | None = None,
 ) -> int:
+    """The page on stdout. `workloads` None: the GPU pods were not read (offline, from --from)."""
     grid = fleet_page.coverage((row.key for row in parsed.rows), found.wants, found.next_wants)
     states = fleet_page.progress(
         NodeState(node.name, node.node.labels.get(UPGRADE_STATE), reasons.get(node.name)) for node in nodes
@@ -55,7 +58,7 @@ def run(
         notes=tuple(note.message for note in found.notes),
     )
     rows = fleet_page.node_rows(found.wants, parsed.tags(), states, found.next_wants)
-    print(html(facts, grid, states, history, rows))
+    print(html(facts, grid, states, history, nodes=rows, workloads=workloads))
     return OK
 
 

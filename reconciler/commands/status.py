@@ -10,7 +10,7 @@ from pathlib import Path
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import declared_nodes, manifests, operator_contract
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import OK, Output, fleet_page
+from reconciler.commands import OK, Output, cuda_gates, fleet_page
 from reconciler.core import audit, budget, reads, rollout, supervise, tags, upgrade
 from reconciler.core.driver_images import Want, Wants, kernel_next
 from reconciler.core.fleet_page import reasons_by_node
@@ -140,15 +140,23 @@ def _drain_ahead(live: LiveNode, desired: Node | None) -> bool:
     return state in (None, *upgrade.BEFORE_CORDON, State.WAIT_FOR_JOBS, State.POD_DELETION, State.DRAIN)
 
 
-def run_report(matrix_path: Path, source: NodeSource, output: Output) -> int:
+def run_report(matrix_path: Path, source: NodeSource, output: Output, registry_images: bool = True) -> int:
     parsed = valid_matrix(matrix_path)
     contract = source.contract()
     if output is Output.HTML:
         live = sorted(_report_nodes(source), key=lambda node: node.name)
         source.require(len(live))
         found = operator_contract.wants(contract, [n.node for n in live])
+        if source.from_dir is not None:
+            holds, workloads = reasons_by_node({node.name: node.annotations for node in live}), None
+        else:
+            fleet = Fleet(source.live.gateway)
+            pods = fleet.pods_on_nodes([node.name for node in live])  # one list for both
+            holds = _holds(fleet, live, pods)
+            moving = rollout.moving(found.wants)
+            workloads = cuda_gates.fleet_rows([node.node for node in live], pods, moving, registry_images)
         return fleet_page.run(
-            matrix_path, parsed, found, nodes=live, reasons=_holds(source, live), source=source
+            matrix_path, parsed, found, nodes=live, reasons=holds, source=source, workloads=workloads
         )
     # Text and JSON need the labels alone: one list, each node keeping what the contract reads.
     nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
@@ -179,11 +187,7 @@ def _report_nodes(source: NodeSource) -> list[LiveNode]:
     return Fleet(source.live.gateway).gpu_nodes(source.selector)
 
 
-def _holds(source: NodeSource, nodes: list[LiveNode]) -> dict[str, str]:
-    """What holds each node, as status's BLOCKER says it; offline, only a recorded failure."""
-    if source.from_dir is not None:
-        return reasons_by_node({node.name: node.annotations for node in nodes})
-    fleet = Fleet(source.live.gateway)
+def _holds(fleet: Fleet, nodes: list[LiveNode], pods: Mapping[str, list[budget.Pod]]) -> dict[str, str]:
+    """What holds each live node, as status's BLOCKER says it."""
     budgets = fleet.budgets() if nodes else []
-    pods = fleet.pods_on_nodes([node.name for node in nodes if _drain_ahead(node, None)])
     return {node.name: held for node in nodes if (held := _blocker(node, None, budgets, pods))}

@@ -124,6 +124,11 @@ def parse_table(document: Any) -> BranchTable:
     return BranchTable(rows)
 
 
+def platform(labels: Mapping[str, str]) -> str:
+    """The platform a node pulls: linux and its kubelet's architecture label (amd64 when it has none)."""
+    return f"linux/{labels.get(ARCH) or 'amd64'}"
+
+
 def branch_of(version: str) -> int | None:
     head = version.split(".", 1)[0]
     return int(head) if head.isascii() and head.isdigit() else None

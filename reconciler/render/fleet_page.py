@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from reconciler.core.cuda_workloads import Judged
 from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
 from reconciler.core.github_text import LEADING_COLON
 from reconciler.render import words
@@ -33,6 +34,7 @@ TEMPLATE = "fleet_page.html.j2"
 MAX_STUCK = 500
 MAX_CHANGES_LISTED = 50
 MAX_NODES_PER_IMAGE = 12
+MAX_WORKLOADS = 300  # rows of the CUDA workloads table
 MAX_LABELLED_POINTS = 12
 OPEN_NODES = 200  # the node table starts folded past this many nodes
 DENSE_POINTS = 120  # past this, small points without an outline: outlines would hide the line
@@ -300,9 +302,12 @@ def html(
     grid: Coverage,
     states: Progress,
     history: Sequence[Change] | None,
+    *,
     nodes: Sequence[NodeRow] = (),
+    workloads: Sequence[Judged] | None = None,
 ) -> str:
-    """The whole page. `history` None: there is none to show, and facts.history_note says why."""
+    """The whole page. `history` None: there is none to show, and facts.history_note says why;
+    `workloads` None: the GPU pods were not read (the page is made from manifests)."""
     newest_first = list(reversed(history or ()))
     colored = list(zip(states.counts, state_colors(states), strict=True))
     context: dict[str, Any] = {
@@ -326,9 +331,21 @@ def html(
         "max_nodes": MAX_NODES_PER_IMAGE,
         "added_rows": sum(len(change.added) for change in history or ()),
         "removed_rows": sum(len(change.removed) for change in history or ()),
+        "workloads": workloads,
+        "listed_workloads": (workloads or ())[:MAX_WORKLOADS],
+        "workload_counts": workload_counts(workloads or ()),
     }
     page = _environment().get_template(TEMPLATE).render(context)
     return page.encode("ascii", "xmlcharrefreplace").decode("ascii")
+
+
+def workload_counts(rows: Sequence[Judged]) -> dict[str, int]:
+    """GPU pods per verdict: those whose image breaks on its driver, cannot be confirmed, was not
+    checked; a pod judged on two drivers (now, and at its node's move) counts under each."""
+    counts = {"breaks": 0, "unknown": 0, "unchecked": 0, "ok": 0}
+    for row in rows:
+        counts[str(row.state) if row.state is not None else "unchecked"] += len(row.pods)
+    return counts
 
 
 def fix_command(matrix: str, tag: str) -> str:

@@ -8,6 +8,7 @@ kwok node of this test, which starts on driver 570.86.10 (CUDA 12.8).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ def registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[harness.Regis
         for tag, require, cuda in (
             ("cuda-12.8", REQUIRE_128, "12.8.1"),
             ("cuda-12.2", REQUIRE_122, "12.2.2"),
+            ("cuda-12.9", "cuda>=12.9", "12.9.1"),
         ):
             found.crane(
                 "mutate",
@@ -242,3 +244,63 @@ def test_operator_plan_refuses_moving_a_node_below_its_jobs(site: Site, tmp_path
     assert f"{image} needs NVIDIA_REQUIRE_CUDA cuda>=12.8" in errors[0]
     assert "driver 535.161.08 (CUDA 12.2, its nvidia.com/cuda.runtime-version.full)" in errors[0]
     assert errors[0].endswith(f"on {other}")
+
+
+CRDS = Path(__file__).parent / "manifests" / "gpu-operator-crds.yaml"
+POOL = "e2e.gpudrv.dev/pool"
+
+
+def workloads_section(html: str) -> str:
+    """The fleet page's CUDA workloads section, its tags dropped and its spaces folded."""
+    section = html[html.index('<section id="workloads">') : html.index('<section id="nodes">')]
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section))
+
+
+def test_fleet_page_shows_the_pods_an_nvidiadriver_move_would_break(site: Site, tmp_path: Path) -> None:
+    """The fleet page live on a GPU Operator fleet: an NVIDIADriver that moves this test's node from 570
+    to 535, a GPU pod whose image already needs more than 570 gives (CUDA 12.9), and one that runs on
+    both. The page judges each pod's image now and after the move, from the registry's configs."""
+    site.kube.run("apply", "-f", str(CRDS))
+    site.kube.run("wait", "--for=condition=Established", "--timeout=60s", "-f", str(CRDS))
+    site.kube.run("label", "node", site.node, f"{POOL}={site.node}")
+    driver = {
+        "apiVersion": "nvidia.com/v1alpha1",
+        "kind": "NVIDIADriver",
+        "metadata": {"name": site.node},
+        "spec": {
+            "usePrecompiled": True,
+            "repository": "nvcr.io/nvidia",
+            "image": "driver",
+            "version": "535",
+            "nodeSelector": {POOL: site.node},
+        },
+    }
+    site.kube.apply(json.dumps(driver))
+    try:
+        newer = site.run_pod("newer", "cuda-12.9")
+        older = site.run_pod("older", "cuda-12.2")
+        site.kube.wait_for("both GPU pods Running", lambda: site.running() == 2)
+        root = fleet(tmp_path / "page", site.node, ("535", "161", "08"))  # the matrix has 535's image
+        scope = ("-l", f"{TEST_LABEL}={site.nodes.id}", "--operator-version", "v26.7.0")
+        page = site.gpudrv(root, "report", "-o", "html", *scope)
+        offline = site.gpudrv(root, "report", "-o", "html", "--registry-images", "off", *scope)
+    finally:
+        site.kube.run("delete", "nvidiadriver", site.node, "--ignore-not-found", "--wait=true", check=False)
+    assert (page.returncode, page.stderr) == (0, ""), page.stderr
+    text = workloads_section(page.stdout)
+    assert "2 GPU pods whose image breaks on the driver" in text  # newer now, and newer after the move
+    assert "0 that gpudrv cannot confirm 0 not checked 2 accepted" in text  # older, now and after
+    rows = re.findall(
+        r"<tr class=\"(\w+)\"><td[^>]*>.*?</td><td class=\"mono\">([^<]*)</td><td>(.*?)</td>", page.stdout
+    )
+    breaking = [(image, re.sub(r"<[^>]+>", "", where)) for state, image, where in rows if state == "breaks"]
+    assert (newer, "now: driver 570.86.10 (CUDA 12.8, data/driver-cuda.json)") in breaking
+    assert (newer, "after the move to 535: driver 535 (CUDA 12.2, data/driver-cuda.json)") in breaking
+    assert f"{site.namespace}/newer-" in text and "unsatisfied condition: cuda>=12.9" in text
+    accepted = {(image, re.sub(r"<[^>]+>", "", where)[:5]) for state, image, where in rows if state == "ok"}
+    assert accepted == {(older, "now: "), (older, "after")}
+
+    assert offline.returncode == 0, offline.stderr
+    unread = workloads_section(offline.stdout)
+    assert "0 GPU pods whose image breaks" in unread and "4 not checked" in unread
+    assert "not read: --registry-images off" in unread

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core import cuda, cuda_gate, cuda_require
+from reconciler.core import cuda, cuda_gate, cuda_require, cuda_workloads
 from reconciler.core.budget import Pod
 from reconciler.core.cuda import Version
 from reconciler.core.cuda_gate import Bounds, BranchTable, ImageRead, PodImage, State
@@ -198,3 +198,54 @@ def test_explain_names_an_unread_image_the_table_does_not_know(
     found = cuda_gate.node_findings(list(reads), nodes, reads, (table, compat))
     assert [(f.severity, f.image) for f in found] == [(cuda.Severity.WARNING, "private/app:1")]
     assert "was not checked (config not read: registry private answered 401" in found[0].message
+
+
+# --- the fleet page's rows ----------------------------------------------------------------------
+
+
+def test_the_fleet_rows_judge_each_pod_now_and_at_its_nodes_move(
+    table: BranchTable, compat: cuda.Table
+) -> None:
+    nodes = [
+        lab_node("a", "570", "86", "10"),
+        lab_node("b", "570", "86", "10"),
+        lab_node("arm", "570", "86", "10", **{cuda_gate.ARCH: "arm64"}),
+    ]
+    pods = {
+        "a": [gpu_pod("train-a", "reg/cuda:12.8")],
+        "b": [gpu_pod("train-b", "reg/cuda:12.8"), gpu_pod("done", "reg/cuda:12.8", phase="Succeeded")],
+        "arm": [gpu_pod("train-arm", "reg/cuda:12.8")],
+    }
+    reads = {
+        ("reg/cuda:12.8", "linux/amd64"): ImageRead(image(REQUIRE_128)),
+        ("reg/cuda:12.8", "linux/arm64"): ImageRead(None, "config not read: no linux/arm64 manifest"),
+    }
+    rows = cuda_workloads.rows(nodes, pods, reads, {"b": "535"}, (table, compat))
+    summary = [(row.state, row.when, row.nodes, row.pods) for row in rows]
+    assert summary == [
+        (State.BREAKS, "535", ("b",), ("ml/train-b",)),  # the move breaks it: first
+        (None, cuda_workloads.NOW, ("arm",), ("ml/train-arm",)),  # its platform's config was not read
+        (
+            State.OK,
+            cuda_workloads.NOW,
+            ("a", "b"),
+            ("ml/train-a", "ml/train-b"),
+        ),  # a finished pod is not judged
+    ]
+    assert rows[0].driver == "driver 535 (CUDA 12.2, data/driver-cuda.json)"
+    assert "unsatisfied condition: cuda>=12.8" in rows[0].message
+    assert "no linux/arm64 manifest" in rows[1].message
+
+
+def test_the_fleet_rows_of_a_node_without_a_driver_or_gpu_pods(
+    table: BranchTable, compat: cuda.Table
+) -> None:
+    bare = Node("bare", {})  # no driver label: nothing to judge now
+    pods = {"bare": [gpu_pod("x", "reg/cuda:12.8")], "idle": []}
+    reads = {("reg/cuda:12.8", "linux/amd64"): ImageRead(image(REQUIRE_128))}
+    assert (
+        cuda_workloads.rows([bare, lab_node("idle", "550", "90", "07")], pods, reads, {}, (table, compat))
+        == ()
+    )
+    [moved] = cuda_workloads.rows([bare], pods, reads, {"bare": "575"}, (table, compat))
+    assert (moved.state, moved.when) == (State.OK, "575")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from reconciler.commands.cuda_gates import platform, with_gate
+from reconciler.commands.cuda_gates import with_gate
 from reconciler.core import rollout
+from reconciler.core.cuda_gate import platform
 from reconciler.core.driver_images import Want
 from reconciler.core.operator import DriverResource, Kind
 from reconciler.core.tags import Node

@@ -13,6 +13,8 @@ import pytest
 from reconciler.adapters.ci.actions_guard import Guard
 from reconciler.core import fleet_page as data
 from reconciler.core import upgrade
+from reconciler.core.cuda_gate import State
+from reconciler.core.cuda_workloads import NOW, Judged
 from reconciler.core.driver_images import Want
 from reconciler.core.fleet_page import NO_STATE, Change, NodeState, Phase
 from reconciler.core.history import CommitInfo, Lifetime
@@ -307,7 +309,18 @@ def hostile_page() -> str:
         grid,
         states,
         history,
-        data.node_rows(wants, frozenset({K2.tag}), states),
+        nodes=data.node_rows(wants, frozenset({K2.tag}), states),
+        workloads=(
+            Judged(
+                f"reg/{HOSTILE}:1",
+                f"5{HOSTILE}",
+                f"driver {HOSTILE}",
+                State.BREAKS,
+                f"needs ::error::{HOSTILE} ##[group]",
+                (node,),
+                (f"ml/{HOSTILE}",),
+            ),
+        ),
     )
 
 
@@ -315,7 +328,7 @@ def test_values_from_outside_are_text_never_markup() -> None:
     html = hostile_page()
     assert "<script" not in html
     assert "alert(1)" in html  # there, as text
-    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&amp;") >= 8
+    assert html.count("&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&amp;") >= 14
 
 
 def test_the_page_is_self_contained() -> None:
@@ -460,7 +473,7 @@ def test_the_node_table_has_every_node_and_says_what_is_wrong() -> None:
         ("n9", data.Status.OK, None, None),
         ("n10", data.Status.MISSING, "upgrade-failed", "budget says no"),
     ]
-    html = page.html(facts(), data.coverage([K2], wants), states, (), rows)
+    html = page.html(facts(), data.coverage([K2], wants), states, (), nodes=rows)
     table = html[
         html.index('<details id="node-table" open>') : html.index("</details>", html.index("node-table"))
     ]
@@ -483,3 +496,45 @@ def test_the_fix_command_is_beside_each_missing_image_and_quoted() -> None:
         expected == "gpudrv matrix add --matrix 'my matrix.csv' --tag '550-5.15.0-1 generic;rm-ubuntu22.04'"
     )
     assert f'<code class="fix">{expected.replace(chr(39), "&#39;")}</code>' in html
+
+
+# --- the CUDA workloads ------------------------------------------------------------------------------
+
+
+def judged(state: State | None, when: str = NOW, pods: tuple[str, ...] = ("ml/a",)) -> Judged:
+    return Judged(
+        "reg/cuda:12.8", when, "driver 535 (CUDA 12.2, data/driver-cuda.json)", state, "why", ("n1",), pods
+    )
+
+
+def test_the_workloads_section_counts_pods_per_verdict_and_lists_what_breaks_first() -> None:
+    rows = (
+        judged(State.BREAKS, "535", ("ml/a", "ml/b")),
+        judged(None),
+        judged(State.OK, pods=("ml/a", "ml/b", "ml/c")),
+    )
+    html = page.html(facts(), data.coverage([], []), data.progress([]), (), workloads=rows)
+    section = html[html.index('<section id="workloads">') : html.index('<section id="nodes">')]
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section))
+    assert "2 GPU pods whose image breaks on the driver" in text
+    assert "0 that gpudrv cannot confirm" in text and "1 not checked" in text and "3 accepted" in text
+    assert 'class="tile bad" id="workloads-breaking"' in section
+    first = section.index("BREAKS")
+    assert first < section.index("not checked</td>") < section.index(">ok</td>")
+    assert "after the move to 535 : driver 535" in text and "now: driver 535" in text
+
+
+def test_the_workloads_section_without_pods_and_from_manifests() -> None:
+    empty = page.html(facts(), data.coverage([], []), data.progress([]), (), workloads=())
+    assert "No GPU pod runs on these nodes." in empty
+    assert 'class="tile" id="workloads-breaking"' in empty
+    offline = page.html(facts(), data.coverage([], []), data.progress([]), ())
+    assert "The GPU pods are read from the live cluster only" in offline
+    assert "workloads-breaking" not in offline
+
+
+def test_the_workloads_table_is_cut_with_a_count() -> None:
+    rows = tuple(judged(State.OK, pods=(f"ml/p{i}",)) for i in range(page.MAX_WORKLOADS + 5))
+    html = page.html(facts(), data.coverage([], []), data.progress([]), (), workloads=rows)
+    assert html.count('<td class="mono">reg/cuda:12.8</td>') == page.MAX_WORKLOADS
+    assert "and 5 more rows:" in html
