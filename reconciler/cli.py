@@ -17,9 +17,10 @@ from reconciler import arguments, parsing
 from reconciler.adapters import kube, sources
 from reconciler.adapters.ci import actions_guard, github, output
 from reconciler.adapters.kube import Options
-from reconciler.arguments import groups, verbs
+from reconciler.arguments import clusters, groups, verbs
 from reconciler.arguments.reconcile import reconcile_settings
 from reconciler.commands import ERROR, Output
+from reconciler.commands.clusters import Target
 from reconciler.core import github_text
 from reconciler.errors import GpudrvError
 
@@ -139,7 +140,27 @@ def _tag(a: argparse.Namespace) -> int:
     return tag.run(a.node, _source(a), a.output)
 
 
+def _targets(a: argparse.Namespace) -> list[Target] | None:
+    """The clusters of gpudrv.yaml that --cluster/--all-clusters pick; None without those flags. They
+    read live clusters: --from (manifests instead of a cluster) is refused beside them."""
+    if not clusters.wanted(a):
+        return None
+    if a.command in OFFLINE and getattr(a, "from_dir", None):
+        raise GpudrvError(
+            f"gpudrv {a.command}: --from reads manifests, not clusters; drop --cluster/--all-clusters"
+        )
+    return clusters.targets(a, a.config_clusters)
+
+
 def _audit(a: argparse.Namespace) -> int:
+    if (targets := _targets(a)) is not None:
+        if a.registry is not None:
+            raise GpudrvError(
+                "gpudrv audit --registry reads one cluster at a time; drop --cluster/--all-clusters"
+            )
+        from reconciler.commands import audit as many
+
+        return many.run_many(targets, a.matrix, a.output)
     if a.registry is not None:
         from reconciler.commands import registry
 
@@ -270,12 +291,20 @@ def _as_data(a: argparse.Namespace, kind: str, run: Callable[[Any], int], **fiel
 
 
 def _status(a: argparse.Namespace) -> int:
+    if (targets := _targets(a)) is not None:
+        from reconciler.commands import many
+
+        return many.run_status(targets, a.matrix, a.output)
     from reconciler.commands import status
 
     return status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
 
 
 def _report(a: argparse.Namespace) -> int:
+    if (targets := _targets(a)) is not None:
+        from reconciler.commands import many
+
+        return many.report(targets, a.matrix, a.output, a.registry_images == "on")
     from reconciler.commands import status
 
     return status.run_report(a.matrix, _source(a), a.output, a.registry_images == "on")

@@ -80,6 +80,7 @@ def configure(args: argparse.Namespace) -> None:
     args.fleet = found.fleet  # the desired state, for the commands that need it (see desired)
     args.config_registry, args.config_path = found.registry, found.path  # see repository
     args.config_upstream = found.upstream  # see groups.upstream
+    args.config_clusters = found.clusters  # see clusters.targets
 
 
 def fleet_nodes(args: argparse.Namespace) -> None:

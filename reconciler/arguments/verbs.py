@@ -15,6 +15,7 @@ from reconciler.arguments import (
     DEFAULT_MANIFESTS,
     GITHUB_HELP,
     add,
+    clusters,
     file_path,
     given,
     kernel,
@@ -56,6 +57,7 @@ def build() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")  # none: the list, exit 2
     nodes, matrix_file, output = node_options(), matrix_option(), output_option()
     selector, empty = selector_option(), allow_empty_option()
+    many = clusters.parent()
 
     tag_cmd = commands.add_parser("tag", parents=[nodes, output], **usage.of("tag"))
     tag_cmd.add_argument("node", type=given("NODE", "node name"), metavar="NODE")
@@ -63,17 +65,17 @@ def build() -> argparse.ArgumentParser:
 
     audit_cmd = commands.add_parser(
         "audit",
-        parents=[nodes, selector, empty, matrix_file, output_option(Output.GITHUB)],
+        parents=[nodes, many, selector, empty, matrix_file, output_option(Output.GITHUB)],
         **usage.of("audit"),
     )
     registry_options(audit_cmd, audit=True)
     audit_cmd.set_defaults(handler="audit")
 
-    _add_preflight_command(commands, [nodes, selector, empty, matrix_file])
+    _add_preflight_command(commands, [nodes, many, selector, empty, matrix_file])
     _add_matrix_commands(commands, matrix_file)
     _add_manifests_command(commands)
     _add_upgrade_commands(commands, [nodes, selector, empty], matrix_file, output)
-    _add_explain_command(commands, [nodes, selector])
+    _add_explain_command(commands, [nodes, many, selector])
     _add_diff_command(commands, selector)
     _add_init_command(commands)
     _add_reconcile_command(commands)
@@ -266,7 +268,7 @@ def _add_matrix_git_commands(verbs: SubParsers, matrix_file: argparse.ArgumentPa
 def _add_diff_command(commands: SubParsers, selector: argparse.ArgumentParser) -> None:
     diff_cmd = commands.add_parser(
         "diff",
-        parents=[selector, output_option(Output.GITHUB)],
+        parents=[selector, clusters.parent(), output_option(Output.GITHUB)],
         **usage.of("diff"),
     )
     diff_cmd.add_argument(
@@ -311,14 +313,14 @@ def _add_upgrade_commands(
     desired = [node_options(desired=True), *nodes[1:]]  # nodes: [node options, -l, --allow-empty]
     plan_cmd = commands.add_parser(
         "plan",
-        parents=[*desired, matrix_file, gates, output],
+        parents=[*desired, clusters.parent(), matrix_file, gates, output],
         **usage.of("plan"),
     )
     plan_cmd.set_defaults(handler="plan")
 
     apply_cmd = commands.add_parser(
         "apply",
-        parents=[*desired, matrix_file, gates, output_option(Output.GITHUB)],
+        parents=[*desired, clusters.parent(one=True), matrix_file, gates, output_option(Output.GITHUB)],
         **usage.of("apply"),
     )
     add(apply_cmd, ApplySettings, "dry_run")
@@ -340,12 +342,14 @@ def _add_upgrade_commands(
     )
     drain_cmd.set_defaults(handler="drain")
 
-    status_cmd = commands.add_parser("status", parents=[*desired, matrix_file, output], **usage.of("status"))
+    status_cmd = commands.add_parser(
+        "status", parents=[*desired, clusters.parent(), matrix_file, output], **usage.of("status")
+    )
     status_cmd.set_defaults(handler="status")
 
     report_cmd = commands.add_parser(
         "report",
-        parents=[*nodes, matrix_file, output_option(Output.HTML)],
+        parents=[*nodes, clusters.parent(), matrix_file, output_option(Output.HTML)],
         **usage.of("report"),
     )
     add(report_cmd, ApplySettings, "registry_images")

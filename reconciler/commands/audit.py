@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from reconciler.adapters.ci import github
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core.audit import audit_wants
-from reconciler.render import audit, document
+from reconciler.commands import ERROR, FINDINGS, OK, Output, clusters
+from reconciler.commands.clusters import Target
+from reconciler.core import audit as core
+from reconciler.core.audit import AuditResult, audit_wants
+from reconciler.render import audit, document, words
+from reconciler.render.clusters import Read, counted, with_clusters
 
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
@@ -26,3 +30,55 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
         against = audit.images_in(len(tags), str(matrix_path))
         print(audit.as_text(result, against))
     return OK if result.ok else FINDINGS
+
+
+def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> int:
+    """The audit of several clusters against the one matrix, read side by side: their findings as
+    one audit, each node named `CLUSTER/NODE`; a cluster that could not be read is one line on stderr
+    and exit 2, after the others' results."""
+    tags = valid_matrix(matrix_path).tags()
+
+    def one(target: Target) -> AuditResult:
+        source = target.source()
+        found = source.wants()
+        source.require(len(found.wants))
+        return core.in_cluster(audit_wants(found, tags), target.name)
+
+    outcomes = clusters.fan_out(targets, one)
+    results = [outcome.result for outcome in outcomes if outcome.result is not None]
+    merged = core.combined(results)
+    read = [
+        Read(o.target.name, o.result.ok, len(o.result.audited))
+        if o.result
+        else Read(o.target.name, error=o.error)
+        for o in outcomes
+    ]
+    if output is Output.GITHUB:
+        summaries = [
+            audit.summary(result, matrix_path, cluster=o.target.name) for o, result in _read(outcomes)
+        ]
+        github.publish(
+            audit.annotate(merged, matrix_path), summaries, f"{audit.closing(merged)} {counted(read)}"
+        )
+    elif output.structured:
+        data = with_clusters(audit.as_json(merged, matrix=str(matrix_path)), read, ("nodes", "findings"))
+        print(document.text(data, output))
+    else:
+        print(_text(merged, f"{audit.images_in(len(tags), str(matrix_path))}, {counted(read)}"))
+    if clusters.report_errors(outcomes):
+        return ERROR
+    return OK if merged.ok else FINDINGS
+
+
+def _read(
+    outcomes: Sequence[clusters.Outcome[AuditResult]],
+) -> list[tuple[clusters.Outcome[AuditResult], AuditResult]]:
+    return [(outcome, outcome.result) for outcome in outcomes if outcome.result is not None]
+
+
+def _text(merged: AuditResult, against: str) -> str:
+    """A line per finding and note; else OK with what was checked (never the lab's bare OK: it would
+    not say which clusters were read)."""
+    if merged.findings or merged.notes:
+        return audit.as_text(merged)
+    return f"OK: {words.count(len(merged.audited), 'GPU node')}, {audit.flat(against)}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -28,37 +29,50 @@ from reconciler.errors import GpudrvError
 from reconciler.render.fleet_page import Facts, html
 
 
-def run(
-    matrix_path: Path,
-    parsed: Matrix,
-    found: Wants,
-    *,
-    nodes: Sequence[LiveNode],
-    reasons: Mapping[str, str],
-    source: NodeSource,
-    workloads: Sequence[Judged] | None = None,
+@dataclass(frozen=True)
+class Parts:
+    """What the page shows of one place (a cluster, or manifests): the GPU nodes' images, the nodes,
+    what holds each, and the CUDA workloads (None: the pods were not read, offline)."""
+
+    found: Wants
+    nodes: Sequence[LiveNode]
+    reasons: Mapping[str, str]
+    workloads: Sequence[Judged] | None = None
+
+
+def run(matrix_path: Path, parsed: Matrix, parts: Parts, *, source: NodeSource) -> int:
+    """The page of one place on stdout."""
+    return show(matrix_path, parsed, parts, describe(source), describe_contract(parts.found))
+
+
+def show(
+    matrix_path: Path, parsed: Matrix, parts: Parts, source: str, mode: str, *, clusters: Sequence[str] = ()
 ) -> int:
-    """The page on stdout. `workloads` None: the GPU pods were not read (offline, from --from)."""
+    """The page on stdout: `source` and `mode` say what it describes; `clusters`: the names of the
+    clusters whose nodes (named CLUSTER/NODE) it shows, side by side."""
+    found = parts.found
     grid = fleet_page.coverage((row.key for row in parsed.rows), found.wants, found.next_wants)
     states = fleet_page.progress(
-        NodeState(node.name, node.node.labels.get(UPGRADE_STATE), reasons.get(node.name)) for node in nodes
+        NodeState(node.name, node.node.labels.get(UPGRADE_STATE), parts.reasons.get(node.name))
+        for node in parts.nodes
     )
     history, history_note = matrix_changes(matrix_path)
     commit, commit_note = git.head_commit(matrix_path)
     facts = Facts(
         generated=generated_at(),
-        source=describe(source),
+        source=source,
         matrix=str(matrix_path),
         matrix_rows=len(parsed.rows),
-        mode=describe_contract(found),
+        mode=mode,
         version=__version__,
         commit=commit,
         commit_note=commit_note,
         history_note=history_note,
         notes=tuple(note.message for note in found.notes),
+        clusters=tuple(clusters),
     )
     rows = fleet_page.node_rows(found.wants, parsed.tags(), states, found.next_wants)
-    print(html(facts, grid, states, history, nodes=rows, workloads=workloads))
+    print(html(facts, grid, states, history, nodes=rows, workloads=parts.workloads))
     return OK
 
 

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import declared_nodes, manifests, operator_contract
@@ -142,42 +143,60 @@ def _drain_ahead(live: LiveNode, desired: Node | None) -> bool:
 
 def run_report(matrix_path: Path, source: NodeSource, output: Output, registry_images: bool = True) -> int:
     parsed = valid_matrix(matrix_path)
-    contract = source.contract()
     if output is Output.HTML:
-        live = sorted(_report_nodes(source), key=lambda node: node.name)
-        source.require(len(live))
-        found = operator_contract.wants(contract, [n.node for n in live])
-        if source.from_dir is not None:
-            holds, workloads = reasons_by_node({node.name: node.annotations for node in live}), None
-        else:
-            fleet = Fleet(source.live.gateway)
-            pods = fleet.pods_on_nodes([node.name for node in live])  # one list for both
-            holds = _holds(fleet, live, pods)
-            moving = rollout.moving(found.wants)
-            workloads = cuda_gates.fleet_rows([node.node for node in live], pods, moving, registry_images)
-        return fleet_page.run(
-            matrix_path, parsed, found, nodes=live, reasons=holds, source=source, workloads=workloads
-        )
-    # Text and JSON need the labels alone: one list, each node keeping what the contract reads.
+        return fleet_page.run(matrix_path, parsed, page_parts(source, registry_images), source=source)
+    facts = report_facts(source, parsed.tags())
+    data = report_json(facts.nodes, facts.skew, len(parsed.rows), facts.next_skew)
+    print(document.text(data, output) if output.structured else report_text(data))
+    return OK
+
+
+@dataclass(frozen=True)
+class ReportFacts:
+    """report's figures for one place: the per-node facts, SKEW and NEXT_SKEW."""
+
+    nodes: list[dict[str, Any]]
+    skew: int
+    next_skew: int
+
+
+def report_facts(source: NodeSource, in_matrix: frozenset[str], cluster: str | None = None) -> ReportFacts:
+    """Text and JSON need the labels alone: one list, each node keeping what the contract reads.
+    `cluster`: one of many clusters, its nodes named CLUSTER/NODE."""
+    contract = source.contract()
     nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(nodes))
     found = operator_contract.wants(contract, nodes)
-    result = audit.audit_wants(found, parsed.tags())
-    skew = sum(f.status is audit.Status.MISSING for f in result.findings)
-    next_skew = sum(f.status is audit.Status.NEXT_MISSING for f in result.findings)
-    upcoming = upcoming_by_node(found, parsed.tags())
+    result = audit.audit_wants(found, in_matrix)
+    upcoming = upcoming_by_node(found, in_matrix)
     per_node = [
         {
-            "node": want.node.name,
+            "node": f"{cluster}/{want.node.name}" if cluster else want.node.name,
             "tag": want.tag,
             "upgrade_state": want.node.labels.get(tags.UPGRADE_STATE),
             **next_json(upcoming.get(want.node.name)),
         }
         for want in found.wants
     ]
-    data = report_json(per_node, skew, len(parsed.rows), next_skew)
-    print(document.text(data, output) if output.structured else report_text(data))
-    return OK
+    skew = sum(f.status is audit.Status.MISSING for f in result.findings)
+    next_skew = sum(f.status is audit.Status.NEXT_MISSING for f in result.findings)
+    return ReportFacts(per_node, skew, next_skew)
+
+
+def page_parts(source: NodeSource, registry_images: bool) -> fleet_page.Parts:
+    """What the fleet page shows of one place: its GPU nodes and their images, what holds them, and
+    (live) the CUDA workloads on them."""
+    contract = source.contract()
+    live = sorted(_report_nodes(source), key=lambda node: node.name)
+    source.require(len(live))
+    found = operator_contract.wants(contract, [n.node for n in live])
+    if source.from_dir is not None:
+        return fleet_page.Parts(found, live, reasons_by_node({node.name: node.annotations for node in live}))
+    fleet = Fleet(source.live.gateway)
+    pods = fleet.pods_on_nodes([node.name for node in live])  # one list for both
+    moving = rollout.moving(found.wants)
+    workloads = cuda_gates.fleet_rows([node.node for node in live], pods, moving, registry_images)
+    return fleet_page.Parts(found, live, _holds(fleet, live, pods), workloads)
 
 
 def _report_nodes(source: NodeSource) -> list[LiveNode]:

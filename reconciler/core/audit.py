@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
+from reconciler.core.cluster_names import qualified
 from reconciler.core.driver_images import FleetNote, Want, Wants, kernel_next
 from reconciler.core.operator import DriverResource, Mode
 from reconciler.core.tags import KERNEL, Node, TagError, next_kernel, rebooted, tag
@@ -134,3 +135,42 @@ def check_want(want: Want, matrix_tags: frozenset[str]) -> Finding | None:
         return None
     kernel = node.labels.get(KERNEL)
     return Finding(node.name, Status.MISSING, want.tag, node.origin, want.image, want.resource, kernel)
+
+
+# --- many clusters --------------------------------------------------------------------------------
+
+
+def in_cluster(result: AuditResult, cluster: str) -> AuditResult:
+    """The audit of one of many clusters, each node named `CLUSTER/NODE` (a node name has no slash)
+    and each fleet note saying its cluster."""
+
+    def name(node: str) -> str:
+        return qualified(cluster, node)
+
+    return AuditResult(
+        tuple(name(node) for node in result.audited),
+        tuple(replace(finding, node=name(finding.node)) for finding in result.findings),
+        result.mode,
+        tuple(
+            replace(note, message=f"cluster {cluster}: {note.message}", nodes=tuple(map(name, note.nodes)))
+            for note in result.notes
+        ),
+        {name(node): tag for node, tag in result.tags.items()},
+        {name(node): kernel for node, kernel in result.next_kernels.items()},
+    )
+
+
+def combined(results: Sequence[AuditResult]) -> AuditResult:
+    """Several clusters' audits (in_cluster's) as one: their nodes, findings and notes in cluster
+    order. The mode is theirs when they share it, else the GPU Operator's first (a missing image is
+    then a driver resource's, per cluster)."""
+    modes = [result.mode for result in results] or [Mode.LAB]
+    mode = modes[0] if len(set(modes)) == 1 else next(m for m in modes if m is not Mode.LAB)
+    return AuditResult(
+        tuple(node for result in results for node in result.audited),
+        tuple(finding for result in results for finding in result.findings),
+        mode,
+        tuple(note for result in results for note in result.notes),
+        {node: tag for result in results for node, tag in result.tags.items()},
+        {node: kernel for result in results for node, kernel in result.next_kernels.items()},
+    )

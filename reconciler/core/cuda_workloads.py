@@ -5,7 +5,7 @@ driver resource moves the node, on the driver it moves to; judged as the CUDA ga
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from reconciler.core.budget import Pod
@@ -76,7 +76,12 @@ def rows(
         Judged(image, when, described, state, message, tuple(names), tuple(refs), fallback)
         for (image, when, described, state, message, fallback), (names, refs) in groups.items()
     ]
-    return tuple(sorted(judged, key=_order))
+    return ordered(judged)
+
+
+def ordered(rows: Iterable[Judged]) -> tuple[Judged, ...]:
+    """What breaks first; an image's rows together, now before its move."""
+    return tuple(sorted(rows, key=_order))
 
 
 def _order(row: Judged) -> tuple[int, str, bool, str, str]:

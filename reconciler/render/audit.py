@@ -184,14 +184,16 @@ def _message(finding: Finding, matrix_path: Path) -> str:
     )
 
 
-def summary(result: AuditResult, matrix_path: Path) -> github_text.Summary:
+def summary(result: AuditResult, matrix_path: Path, cluster: str | None = None) -> github_text.Summary:
+    """The step summary's section; `cluster`: one of many clusters' (its name in the heading)."""
     matrix_file = github_text.code(str(matrix_path))
     audited = words.count(len(result.audited), "GPU node")
+    command = f"gpudrv audit (cluster {cluster})" if cluster else "gpudrv audit"
     if result.ok:
         return github_text.Summary(
-            "gpudrv audit: OK", f"{audited}, each with its driver image in {matrix_file}."
+            f"{command}: OK", f"{audited}, each with its driver image in {matrix_file}."
         )
-    heading = f"gpudrv audit: {headline(result)}"
+    heading = f"{command}: {headline(result)}"
     lead = f"Not in {matrix_file}, or no tag to look for: a driver pod there is stuck in ImagePullBackOff."
     lead += NEXT_LEAD if count(result, Status.NEXT_MISSING) else ""
     lead += "".join(f"\n\n**Fleet:** {github_text.text(note.message)}" for note in result.notes)

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
+from reconciler.core import cluster_names
 from reconciler.core.cuda_workloads import Judged
 from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
 from reconciler.core.github_text import LEADING_COLON
@@ -54,6 +55,7 @@ class Facts:
     commit_note: str | None = None  # uncommitted changes, or why there is no commit
     history_note: str | None = None  # why there is no history (not a git repository, a shallow clone)
     notes: tuple[str, ...] = ()  # the fleet's problems (the audit's fleet notes)
+    clusters: tuple[str, ...] = ()  # several clusters side by side: node names are CLUSTER/NODE
 
 
 # --- the upgrade-state bar ---------------------------------------------------------------------------
@@ -348,6 +350,11 @@ def workload_counts(rows: Sequence[Judged]) -> dict[str, int]:
     return counts
 
 
+def in_clusters(names: Sequence[str]) -> str:
+    """`eu (3), us (1)`: the clusters of CLUSTER/NODE names, with how many of them each has."""
+    return ", ".join(f"{cluster} ({count})" for cluster, count in cluster_names.clusters_of(names))
+
+
 def fix_command(matrix: str, tag: str) -> str:
     """The command that adds a missing image's row, quoted for a shell (a tag or path from outside may
     hold anything)."""
@@ -367,7 +374,14 @@ def _environment() -> Environment:
         lstrip_blocks=True,
         finalize=_finalize,
     )
-    environment.filters.update(plural=words.plural, count=words.count, verb=words.verb)
+    environment.filters.update(
+        plural=words.plural,
+        count=words.count,
+        verb=words.verb,
+        clusters=in_clusters,
+        cluster=lambda name: cluster_names.split(name)[0] or "",
+        node=lambda name: cluster_names.split(name)[1],
+    )
     return environment
 
 

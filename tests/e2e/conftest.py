@@ -1,13 +1,18 @@
 """The end-to-end tier: one real control plane per run (scripts/cluster), fresh namespace and nodes per test.
 
-Nothing here skips: if the control plane cannot be built or started, every e2e test fails with the
-reason, so CI fails loudly.
+Multi-cluster tests get more: `second_kube`, a second control plane for the whole session, and
+`spare_kube`, a third one per test that the test may stop. Both are minimal (etcd and kube-apiserver
+only: no kwok, nodes are plain API objects) with state of their own under the session's tmp dir.
+
+Nothing here skips: if a control plane cannot be built or started, every e2e test that needs it fails
+with the reason, so CI fails loudly.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 import uuid
@@ -32,13 +37,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
 
 
-def _cluster(verb: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+def _cluster(
+    verb: str, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """scripts/cluster `verb` with `env` over the environment (default: the main cluster's CLUSTER_ENV)."""
+    env = CLUSTER_ENV if env is None else env
     result = subprocess.run(
-        [str(CLUSTER), verb], capture_output=True, text=True, check=False, env={**os.environ, **CLUSTER_ENV}
+        [str(CLUSTER), verb], capture_output=True, text=True, check=False, env={**os.environ, **env}
     )
     if check and result.returncode != 0:
         tail = "\n".join(result.stderr.strip().splitlines()[-15:])
-        pytest.fail(f"scripts/cluster {verb} failed (exit {result.returncode}):\n{tail}", pytrace=False)
+        state = env.get("GPUDRV_CLUSTER_STATE")
+        what = f"GPUDRV_CLUSTER_STATE={state} scripts/cluster {verb}" if state else f"scripts/cluster {verb}"
+        pytest.fail(f"{what} failed (exit {result.returncode}):\n{tail}", pytrace=False)
     return result
 
 
@@ -148,6 +159,78 @@ def kube() -> Iterator[Kube]:
         _cluster("down", check=False)
 
 
+MINIMAL_COMPONENTS = "etcd,kube-apiserver"
+
+
+@dataclass
+class PlaneKube(Kube):
+    """A Kube for a minimal control plane of its own: etcd and kube-apiserver (no controller-manager,
+    scheduler or kwok), with its state (ports, PKI, etcd data, pid files) in `root`/state and its
+    kubeconfig context and cluster named `context`. The kubeconfig is a copy in `root`, outside the state
+    dir, so after stop() it still names the stopped API server: a client gets connection refused, as
+    from a cluster that went away."""
+
+    root: Path = field(kw_only=True)
+    context: str = field(kw_only=True)
+
+    @property
+    def state(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def cluster_env(self) -> dict[str, str]:
+        """scripts/cluster's environment for this plane (the main cluster's options reset)."""
+        return {
+            "GPUDRV_CLUSTER_STATE": str(self.state),
+            "GPUDRV_CLUSTER_COMPONENTS": MINIMAL_COMPONENTS,
+            "GPUDRV_CLUSTER_CONTEXT": self.context,
+            "GPUDRV_CLUSTER_AUDIT": "",
+            "GPUDRV_CLUSTER_CONTROLLERS": "",
+        }
+
+    @classmethod
+    def start(cls, root: Path, context: str) -> PlaneKube:
+        """`scripts/cluster up` for a new plane in `root` (an empty directory); fails the test with
+        the script's stderr if it does not come up, leaving no process behind."""
+        bin_dir = Path(_last_line(_cluster("build")))
+        plane = cls(root / "kubeconfig", bin_dir / "kubectl", root=root, context=context)
+        try:
+            started = Path(_last_line(_cluster("up", env=plane.cluster_env)))
+        except BaseException:
+            _cluster("down", check=False, env=plane.cluster_env)
+            raise
+        shutil.copyfile(started, plane.kubeconfig)
+        plane.kubeconfig.chmod(0o600)
+        return plane
+
+    def stop(self) -> None:
+        """`scripts/cluster down` for this plane only: its API server is gone when this returns.
+        Stopping a stopped plane does nothing."""
+        _cluster("down", env=self.cluster_env)
+
+
+def _plane(root: Path, context: str) -> Iterator[PlaneKube]:
+    plane = PlaneKube.start(root, context)
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture(scope="session")
+def second_kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlaneKube]:
+    """A second control plane beside `kube` for the whole session (context gpudrv-second), stopped at
+    its end. Its nodes: `second_nodes`."""
+    yield from _plane(tmp_path_factory.mktemp("second-cluster"), "gpudrv-second")
+
+
+@pytest.fixture
+def spare_kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PlaneKube]:
+    """A third control plane for this test only (context gpudrv-spare): `spare_kube.stop()` takes it
+    away mid-test; it is stopped after the test in any case."""
+    yield from _plane(tmp_path_factory.mktemp("spare-cluster"), "gpudrv-spare")
+
+
 @pytest.fixture
 def namespace(kube: Kube) -> Iterator[str]:
     name = f"e2e-{uuid.uuid4().hex[:8]}"
@@ -187,11 +270,14 @@ TEST_LABEL = "e2e.gpudrv.dev/nodes"
 class FakeNodes:
     """Creates kwok fake nodes, waits until they are Ready, and deletes them after the test. Each node
     carries TEST_LABEL=<this test's id>: `selector` scopes a command to them (`-l`), whatever other
-    GPU nodes the cluster has (a developer's own experiments, another test's)."""
+    GPU nodes the cluster has (a developer's own experiments, another test's). With wait_ready=False
+    (a cluster without kwok, such as `second_kube`) the nodes are plain API objects, never Ready, and
+    `add` returns as soon as the API server has stored them."""
 
     kube: Kube
     created: list[str] = field(default_factory=list)
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:10])
+    wait_ready: bool = field(default=True, kw_only=True)
 
     @property
     def selector(self) -> str:
@@ -200,7 +286,8 @@ class FakeNodes:
     def add(self, name: str, **labels: str) -> str:
         self.kube.apply(node_manifest(name, {TEST_LABEL: self.id, **labels}))
         self.created.append(name)
-        self.kube.wait_for(f"node {name} Ready", lambda: self.ready(name))
+        if self.wait_ready:
+            self.kube.wait_for(f"node {name} Ready", lambda: self.ready(name))
         return name
 
     def add_gpu(self, name: str, changes: dict[str, str | None] | None = None) -> str:
@@ -220,6 +307,14 @@ class FakeNodes:
 @pytest.fixture
 def nodes(kube: Kube) -> Iterator[FakeNodes]:
     fake = FakeNodes(kube)
+    yield fake
+    fake.delete_all()
+
+
+@pytest.fixture
+def second_nodes(second_kube: PlaneKube) -> Iterator[FakeNodes]:
+    """FakeNodes in the second cluster: plain Node objects (no kwok there), deleted after the test."""
+    fake = FakeNodes(second_kube, wait_ready=False)
     yield fake
     fake.delete_all()
 

@@ -65,11 +65,12 @@ def append_summary(summary: Summary) -> None:
         raise GpudrvError(f"{path}: cannot write the step summary: {exc.strerror}") from None
 
 
-def publish(annotations: Sequence[Annotation], summary: Summary, closing: str) -> None:
+def publish(annotations: Sequence[Annotation], summary: Summary | Sequence[Summary], closing: str) -> None:
     """Print the annotations GitHub will show, most important first, each placed from the workspace
     root, then a closing line of counts (fixed text only: it must not carry untrusted values), and
-    append the summary."""
+    append the summary (several: one section each, in order: one per cluster)."""
     for item in github_text.shown(annotations):
         actions_guard.command(placed(item).command())
     print(closing)
-    append_summary(summary)
+    for section in [summary] if isinstance(summary, Summary) else summary:
+        append_summary(section)

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.files import manifests, positions, schemas
+from reconciler.core import label_selector
+from reconciler.core.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
 
 DEFAULT_NAME = "gpudrv.yaml"
@@ -34,6 +36,20 @@ class Config:
     registry: str | None = None
     upstream: str | None = None  # matrix fill's upstream registry
     helm: HelmValues | None = None  # helm: a values file beside a pinned chart version
+    clusters: tuple[ClusterEntry, ...] = ()  # clusters: the ones --cluster and --all-clusters pick
+
+
+@dataclass(frozen=True)
+class ClusterEntry:
+    """One of gpudrv.yaml's `clusters:`: a name, how to reach it, and what it has of its own."""
+
+    name: str
+    origin: str  # gpudrv.yaml:line of its entry
+    context: str | None = None
+    kubeconfig: Path | None = None
+    fleet: Path | None = None
+    operator_version: str | None = None
+    selector: LabelSelector | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +116,30 @@ def load(explicit: str | None = None) -> Config:
         registry=_text(document.get("registry")),
         upstream=_text(document.get("upstream")),
         helm=_helm(path, base, document, line),
+        clusters=_clusters(path, base, document, line),
     )
+
+
+def _clusters(path: Path, base: Path, document: dict[str, Any], line: int) -> tuple[ClusterEntry, ...]:
+    """`clusters:`, each name once (the schema checked each entry's keys and values)."""
+    found: dict[str, ClusterEntry] = {}
+    for index, entry in enumerate(document.get("clusters") or []):
+        at = positions.line_of(document, ["clusters", index], line)
+        name = str(entry["name"])
+        if name in found:
+            raise GpudrvError(
+                f"clusters: {name!r} is named twice (first at {found[name].origin})", file=str(path), line=at
+            )
+        found[name] = ClusterEntry(
+            name,
+            f"{path}:{at}",
+            _text(entry.get("context")),
+            _path(base, entry.get("kubeconfig")),
+            _path(base, entry.get("fleet")),
+            _text(entry.get("operatorVersion")),
+            _selector(entry.get("selector"), f"clusters: {name}: selector", path, at),
+        )
+    return tuple(found.values())
 
 
 def _helm(path: Path, base: Path, document: dict[str, Any], line: int) -> HelmValues | None:
@@ -138,6 +177,15 @@ def _validate(path: Path, document: dict[str, Any], line: int) -> None:
     description = schema.get("description") if isinstance(schema, dict) else None
     why = f"must be {description}" if description and error.validator != "type" else error.message
     raise GpudrvError(f"{where or 'the file'}: {why}", file=str(path), line=at)
+
+
+def _selector(value: Any, what: str, path: Path, line: int) -> LabelSelector | None:
+    if value is None:
+        return None
+    try:
+        return label_selector.parse(str(value))
+    except label_selector.SelectorError as exc:
+        raise GpudrvError(f"{what} {exc}", file=str(path), line=line) from None
 
 
 def _path(base: Path, value: Any) -> Path | None:
