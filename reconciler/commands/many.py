@@ -90,9 +90,8 @@ def _page(targets: Sequence[Target], matrix_path: Path, registry_images: bool) -
         )
         names = [name for name, _ in done]
         failed = [o.target.name for o in outcomes if o.result is None]
-        source = f"the clusters {', '.join(names)} (live)" + (
-            f"; not read: {', '.join(failed)}" if failed else ""
-        )
+        source = f"the cluster{'s' * (len(names) > 1)} {', '.join(names)} (live)"
+        source += f"; not read: {', '.join(failed)}" if failed else ""
         mode = "; ".join(f"{name}: {contract}" for name, (_, contract) in done)
         fleet_page.show(matrix_path, parsed, merged, source, mode, clusters=[name for name, _ in done])
     return ERROR if clusters.report_errors(outcomes) else OK
