@@ -20,7 +20,7 @@ from reconciler.adapters.kube import Options
 from reconciler.arguments import clusters, groups, verbs
 from reconciler.arguments.reconcile import reconcile_settings
 from reconciler.commands import ERROR, Output
-from reconciler.commands.clusters import Target
+from reconciler.commands.clusters import Target, sections
 from reconciler.core import github_text
 from reconciler.errors import GpudrvError
 
@@ -152,6 +152,29 @@ def _targets(a: argparse.Namespace) -> list[Target] | None:
     return clusters.targets(a, a.config_clusters)
 
 
+def _in_cluster(a: argparse.Namespace, target: Target, output: Output | None = None) -> argparse.Namespace:
+    """The command line as if it named one cluster: its kubeconfig, context, operator version and
+    selector, and (where --from is the desired state) its fleet."""
+    one = argparse.Namespace(**vars(a))
+    one.clusters, one.all_clusters = None, False
+    one.kubeconfig, one.context = target.options.kubeconfig, target.options.context
+    one.operator_version, one.version_from_config = target.operator_version, target.version_from_config
+    one.selector = target.selector
+    if a.command not in OFFLINE:
+        one.from_dir = target.fleet
+    if output is not None:
+        one.output = output
+    return one
+
+
+def _sections(a: argparse.Namespace, handler: Handler) -> int | None:
+    """With --cluster/--all-clusters: the command once per cluster, each its own section; else None."""
+    if (targets := _targets(a)) is None:
+        return None
+    verb = " ".join(str(part) for part in (a.command, getattr(a, "verb", None)) if part)
+    return sections(targets, verb, lambda target, form: handler(_in_cluster(a, target, form)), a.output)
+
+
 def _audit(a: argparse.Namespace) -> int:
     if (targets := _targets(a)) is not None:
         if a.registry is not None:
@@ -171,6 +194,8 @@ def _audit(a: argparse.Namespace) -> int:
 
 
 def _preflight(a: argparse.Namespace) -> int:
+    if (code := _sections(a, _preflight)) is not None:
+        return code
     from reconciler.commands import preflight
 
     repository = groups.repository(a) if a.registry is not None else None
@@ -211,6 +236,8 @@ def _init(a: argparse.Namespace) -> int:
 
 
 def _explain(a: argparse.Namespace) -> int:
+    if (code := _sections(a, _explain)) is not None:
+        return code
     from reconciler.commands import explain
 
     return explain.run(a.target, a.namespace, _source(a), a.output, a.registry_images == "on")
@@ -242,6 +269,8 @@ def _impact(a: argparse.Namespace) -> int:
 
 
 def _diff(a: argparse.Namespace) -> int:
+    if (code := _sections(a, _diff)) is not None:
+        return code
     from reconciler.commands import diff
 
     return diff.run(arguments.desired(a), _options(a), a.output, a.selector)
@@ -254,6 +283,8 @@ def _manifests_validate(a: argparse.Namespace) -> int:
 
 
 def _plan(a: argparse.Namespace) -> int:
+    if (code := _sections(a, _plan)) is not None:
+        return code
     from reconciler.commands import plan
 
     return plan.run(
@@ -322,6 +353,8 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    if clusters.wanted(args):  # one cluster, by design: its entry's connection and fleet
+        args = _in_cluster(args, clusters.one_target(args, args.config_clusters))
     from reconciler.commands import apply, rollout
 
     settings = arguments.apply_settings(args)

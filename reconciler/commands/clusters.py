@@ -8,16 +8,21 @@ full. Node names carry their cluster, `CLUSTER/NODE` (core/cluster_names.py).
 
 from __future__ import annotations
 
+import io
+import json
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TextIO, TypeVar, cast
 
 from reconciler.adapters import kube
 from reconciler.adapters.sources import NodeSource
+from reconciler.commands import ERROR, OK, Output
 from reconciler.core.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
+from reconciler.render import document
 
 CONCURRENCY = 4  # clusters read at once: each is mostly waiting on its API server
 
@@ -83,3 +88,94 @@ def report_errors(outcomes: Sequence[Outcome[T]]) -> bool:
         flat = (outcome.error or "").replace("\r", "\\r").replace("\n", "\\n")
         print(f"gpudrv: cluster {outcome.target.name}: {flat}", file=sys.stderr)
     return bool(failed)
+
+
+# --- one section per cluster: plan, diff, explain, preflight --------------------------------------
+
+
+class _PerThread(io.TextIOBase):
+    """sys.stdout while sections run: each section's thread writes to its own buffer; any other
+    thread to the stream it replaced."""
+
+    def __init__(self, fallback: TextIO) -> None:
+        self.fallback = fallback
+        self.local = threading.local()
+
+    def write(self, text: str) -> int:
+        buffer: io.StringIO | None = getattr(self.local, "buffer", None)
+        return (buffer or self.fallback).write(text)
+
+    def flush(self) -> None:
+        if getattr(self.local, "buffer", None) is None:
+            self.fallback.flush()
+
+
+@dataclass(frozen=True)
+class Section:
+    code: int
+    text: str  # what the command printed on stdout for this cluster
+
+
+def sections(
+    targets: Sequence[Target], verb: str, run: Callable[[Target, Output], int], output: Output
+) -> int:
+    """A command that keeps its own output (a plan, a diff) run once per cluster: text under a
+    `== cluster NAME ==` line per cluster; JSON and YAML as one document whose `clusters` hold each
+    cluster's own document (kind `clusters`); GitHub output one cluster after another (their
+    annotations and step-summary sections in cluster order, each section headed by its cluster).
+    The exit code is the worst of the clusters'; one that could not be read is exit 2."""
+    if output is Output.GITHUB:
+        return _github_sections(targets, run)
+    inner = Output.JSON if output.structured else output
+    proxy = _PerThread(sys.stdout)
+
+    def one(target: Target) -> Section:
+        proxy.local.buffer = io.StringIO()
+        try:
+            code = run(target, inner)
+            return Section(code, proxy.local.buffer.getvalue())
+        finally:
+            proxy.local.buffer = None
+
+    replaced, sys.stdout = sys.stdout, cast(TextIO, proxy)
+    try:
+        outcomes = fan_out(targets, one)
+    finally:
+        sys.stdout = replaced
+    codes = [outcome.result.code if outcome.result else ERROR for outcome in outcomes]
+    if output.structured:
+        print(document.text(_wrapped(verb, outcomes, codes), output))
+    else:
+        for outcome in outcomes:
+            if outcome.result is not None:
+                print(f"== cluster {outcome.target.name} ==")
+                print(outcome.result.text, end="" if outcome.result.text.endswith("\n") else "\n")
+    report_errors(outcomes)
+    return max(codes, default=OK)
+
+
+def _wrapped(verb: str, outcomes: Sequence[Outcome[Section]], codes: Sequence[int]) -> dict[str, Any]:
+    found = []
+    for outcome, code in zip(outcomes, codes, strict=True):
+        result = json.loads(outcome.result.text) if outcome.result and outcome.result.text.strip() else None
+        found.append(
+            {"name": outcome.target.name, "exit_code": code, "result": result, "error": outcome.error}
+        )
+    return document.document("clusters", all(code == OK for code in codes), command=verb, clusters=found)
+
+
+def _github_sections(targets: Sequence[Target], run: Callable[[Target, Output], int]) -> int:
+    """One cluster after another: the annotations and the step summary are the command's own."""
+    from reconciler.adapters.ci import github
+    from reconciler.core.github_text import Summary
+
+    codes = []
+    outcomes: list[Outcome[int]] = []
+    for target in targets:
+        print(f"== cluster {target.name} ==")
+        github.append_summary(Summary(f"cluster {target.name}"))
+        [outcome] = fan_out([target], lambda item: run(item, Output.GITHUB))
+        outcomes.append(outcome)
+        codes.append(outcome.result if outcome.result is not None else ERROR)
+    report_errors(outcomes)
+    return max(codes, default=OK)
