@@ -1,7 +1,8 @@
 """deploy/monitoring's rules through the real promtool: `promtool check rules` on the rule file, and
 `promtool test rules` on tests/monitoring/gpudrv.rules.test.yaml (the reboot gate's alert fires at once
 for a node with the series, outlives a leader handover, goes 10 minutes after the series; the other
-alerts fire after their `for:`; ALERTS shows what kured reads).
+alerts fire after their `for:`; ALERTS shows what kured reads; with two clusters' series in one view,
+each alert is its cluster's and the recording rules count per cluster and across the fleet).
 
 promtool is github.com/prometheus/prometheus/cmd/promtool at the version tests/monitoring/go.mod pins,
 built from the Go module proxy with `-tags remove_all_sd` (scripts/promtool build, cached; the first
@@ -71,10 +72,11 @@ def run(promtool: Path, *args: str | Path, cwd: Path = REPO) -> subprocess.Compl
     )
 
 
-def test_promtool_finds_the_four_rules_valid(promtool: Path) -> None:
+def test_promtool_finds_the_eight_rules_valid(promtool: Path) -> None:
+    """Four alerts, four recording rules."""
     proc = run(promtool, "check", "rules", RULE_FILE)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 4 rules found" in proc.stdout + proc.stderr
+    assert "SUCCESS: 8 rules found" in proc.stdout + proc.stderr
 
 
 def test_the_rules_unit_tests_pass(promtool: Path) -> None:
@@ -100,12 +102,44 @@ BROKEN = [
     (KEEP, "", "time: 11m"),  # without keep_firing_for the handover opens the gate
     (KEEP, KEEP + "        for: 5m\n", "time: 0s"),  # a `for:`: the gate is not shut at once
     ("(gpudrv_node_next_kernel_image_missing)", "(gpudrv_node_next_kernel_missing)", GATE),  # renamed
-    ("max by (node, kernel, tag)", "max by (node, tag)", GATE),  # the kernel dropped from the labels
+    ("expr: max by (cluster, node, kernel, tag)", "expr: max by (cluster, node, tag)", GATE),  # no kernel
+    # the cluster dropped: two clusters' gpu-1 are one alert, and it names no cluster
+    ("expr: max by (cluster, node, kernel, tag)", "expr: max by (node, kernel, tag)", GATE),
 ]
 
 
 @pytest.mark.parametrize(("old", "new", "caught"), BROKEN)
 def test_the_unit_tests_catch_a_broken_gate(
+    promtool: Path, tmp_path: Path, old: str, new: str, caught: str
+) -> None:
+    proc = run(promtool, "test", "rules", changed_copy(tmp_path, old, new))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert caught in proc.stdout + proc.stderr
+
+
+AUDIT = "time() - max by (cluster) (last_over_time(gpudrv_last_audit_success_timestamp_seconds[1d])) > 900"
+# Each rule with `cluster` dropped, or without what finds a stale cluster among healthy ones.
+MERGED = [
+    ("expr: max by (cluster, node, tag)", "expr: max by (node, tag)", "GPUDriverImageMissing"),
+    (AUDIT, "time() - max(gpudrv_last_audit_success_timestamp_seconds) > 900", "GPUDriverAuditStale"),
+    (AUDIT, AUDIT.replace("last_over_time(", "(").replace("[1d]", ""), "GPUDriverAuditStale"),  # gone
+    ("or max by (cluster) (gpudrv_leader) == 0\n", "", "GPUDriverAuditStale"),  # runs, none leads
+    ("max by (cluster) (gpudrv_git_last", "max(gpudrv_git_last", "GPUDriverFleetRepoStale"),
+    (
+        "(tag) (max by (cluster, node, tag)",
+        "(tag) (max by (node, tag)",
+        'expr: "tag:gpudrv_node_image_missing:count"',  # the fleet-wide record (not cluster_tag:)
+    ),
+    (
+        "(kernel, tag) (max by (cluster, node, kernel, tag)",
+        "(kernel, tag) (max by (node, kernel, tag)",
+        'expr: "kernel_tag:gpudrv_node_next_kernel_image_missing:count"',
+    ),
+]
+
+
+@pytest.mark.parametrize(("old", "new", "caught"), MERGED)
+def test_the_unit_tests_catch_a_rule_that_merges_clusters(
     promtool: Path, tmp_path: Path, old: str, new: str, caught: str
 ) -> None:
     proc = run(promtool, "test", "rules", changed_copy(tmp_path, old, new))
