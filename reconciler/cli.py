@@ -11,7 +11,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reconciler import arguments, parsing
 from reconciler.adapters import kube, sources
@@ -20,9 +20,11 @@ from reconciler.adapters.kube import Options
 from reconciler.arguments import clusters, groups, verbs
 from reconciler.arguments.reconcile import reconcile_settings
 from reconciler.commands import ERROR, Output
-from reconciler.commands.clusters import Target, sections
 from reconciler.core import github_text
 from reconciler.errors import GpudrvError
+
+if TYPE_CHECKING:
+    from reconciler.commands.clusters import Target
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -152,27 +154,19 @@ def _targets(a: argparse.Namespace) -> list[Target] | None:
     return clusters.targets(a, a.config_clusters)
 
 
-def _in_cluster(a: argparse.Namespace, target: Target, output: Output | None = None) -> argparse.Namespace:
-    """The command line as if it named one cluster: its kubeconfig, context, operator version and
-    selector, and (where --from is the desired state) its fleet."""
-    one = argparse.Namespace(**vars(a))
-    one.clusters, one.all_clusters = None, False
-    one.kubeconfig, one.context = target.options.kubeconfig, target.options.context
-    one.operator_version, one.version_from_config = target.operator_version, target.version_from_config
-    one.selector = target.selector
-    if a.command not in OFFLINE:
-        one.from_dir = target.fleet
-    if output is not None:
-        one.output = output
-    return one
-
-
 def _sections(a: argparse.Namespace, handler: Handler) -> int | None:
     """With --cluster/--all-clusters: the command once per cluster, each its own section; else None."""
     if (targets := _targets(a)) is None:
         return None
+    from reconciler.commands.clusters import sections
+
     verb = " ".join(str(part) for part in (a.command, getattr(a, "verb", None)) if part)
-    return sections(targets, verb, lambda target, form: handler(_in_cluster(a, target, form)), a.output)
+    return sections(
+        targets,
+        verb,
+        lambda target, form: handler(clusters.in_cluster(a, target, form, a.command not in OFFLINE)),
+        a.output,
+    )
 
 
 def _audit(a: argparse.Namespace) -> int:
@@ -181,9 +175,9 @@ def _audit(a: argparse.Namespace) -> int:
             raise GpudrvError(
                 "gpudrv audit --registry reads one cluster at a time; drop --cluster/--all-clusters"
             )
-        from reconciler.commands import audit as many
+        from reconciler.commands import audit
 
-        return many.run_many(targets, a.matrix, a.output)
+        return audit.run_many(targets, a.matrix, a.output)
     if a.registry is not None:
         from reconciler.commands import registry
 
@@ -323,9 +317,9 @@ def _as_data(a: argparse.Namespace, kind: str, run: Callable[[Any], int], **fiel
 
 def _status(a: argparse.Namespace) -> int:
     if (targets := _targets(a)) is not None:
-        from reconciler.commands import many
+        from reconciler.commands import status
 
-        return many.run_status(targets, a.matrix, a.output)
+        return status.status_many(targets, a.matrix, a.output)
     from reconciler.commands import status
 
     return status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
@@ -333,9 +327,9 @@ def _status(a: argparse.Namespace) -> int:
 
 def _report(a: argparse.Namespace) -> int:
     if (targets := _targets(a)) is not None:
-        from reconciler.commands import many
+        from reconciler.commands import status
 
-        return many.report(targets, a.matrix, a.output, a.registry_images == "on")
+        return status.report_many(targets, a.matrix, a.output, a.registry_images == "on")
     from reconciler.commands import status
 
     return status.run_report(a.matrix, _source(a), a.output, a.registry_images == "on")
@@ -354,7 +348,7 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 def _apply(args: argparse.Namespace) -> int:
     if clusters.wanted(args):  # one cluster, by design: its entry's connection and fleet
-        args = _in_cluster(args, clusters.one_target(args, args.config_clusters))
+        args = clusters.in_cluster(args, clusters.one_target(args, args.config_clusters), None, True)
     from reconciler.commands import apply, rollout
 
     settings = arguments.apply_settings(args)

@@ -9,12 +9,15 @@ cluster, beside the entry's own selector (both must match).
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.files import config
-from reconciler.commands.clusters import Target
 from reconciler.core.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
+
+if TYPE_CHECKING:  # commands/clusters.py is imported only when clusters are picked
+    from reconciler.commands.clusters import Target
 
 
 def parent(one: bool = False) -> argparse.ArgumentParser:
@@ -101,6 +104,8 @@ def _entry(name: str, by_name: dict[str, config.ClusterEntry]) -> config.Cluster
 
 
 def _target(args: argparse.Namespace, entry: config.ClusterEntry) -> Target:
+    from reconciler.commands.clusters import Target
+
     from_flag = (
         getattr(args, "operator_version", None) if not getattr(args, "version_from_config", False) else None
     )
@@ -121,3 +126,18 @@ def _both(first: LabelSelector | None, second: LabelSelector | None) -> LabelSel
     if first is None or second is None:
         return first or second
     return LabelSelector((*first.requirements, *second.requirements))
+
+
+def in_cluster(args: argparse.Namespace, target: Target, output: Any, desired: bool) -> argparse.Namespace:
+    """The command line as if it named one cluster: its kubeconfig, context, operator version and
+    selector, and where --from is the desired state (`desired`: diff, plan, apply), its fleet."""
+    one = argparse.Namespace(**vars(args))
+    one.clusters, one.all_clusters = None, False
+    one.kubeconfig, one.context = target.options.kubeconfig, target.options.context
+    one.operator_version, one.version_from_config = target.operator_version, target.version_from_config
+    one.selector = target.selector
+    if desired:
+        one.from_dir = target.fleet
+    if output is not None:
+        one.output = output
+    return one

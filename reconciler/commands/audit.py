@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from reconciler.adapters.ci import github
 from reconciler.adapters.sources import NodeSource, valid_matrix
-from reconciler.commands import ERROR, FINDINGS, OK, Output, clusters
-from reconciler.commands.clusters import Target
-from reconciler.core import audit as core
-from reconciler.core.audit import AuditResult, audit_wants
+from reconciler.commands import ERROR, FINDINGS, OK, Output
+from reconciler.core.audit import AuditResult, audit_wants, combined, in_cluster
 from reconciler.render import audit, document, words
 from reconciler.render.clusters import Read, counted, with_clusters
+
+if TYPE_CHECKING:  # the shared step of many clusters is imported when there are several
+    from reconciler.commands.clusters import Outcome, Target
 
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
@@ -36,17 +38,19 @@ def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> in
     """The audit of several clusters against the one matrix, read side by side: their findings as
     one audit, each node named `CLUSTER/NODE`; a cluster that could not be read is one line on stderr
     and exit 2, after the others' results."""
+    from reconciler.commands import clusters
+
     tags = valid_matrix(matrix_path).tags()
 
     def one(target: Target) -> AuditResult:
         source = target.source()
         found = source.wants()
         source.require(len(found.wants))
-        return core.in_cluster(audit_wants(found, tags), target.name)
+        return in_cluster(audit_wants(found, tags), target.name)
 
     outcomes = clusters.fan_out(targets, one)
     results = [outcome.result for outcome in outcomes if outcome.result is not None]
-    merged = core.combined(results)
+    merged = combined(results)
     read = [
         Read(o.target.name, o.result.ok, len(o.result.audited))
         if o.result
@@ -71,8 +75,8 @@ def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> in
 
 
 def _read(
-    outcomes: Sequence[clusters.Outcome[AuditResult]],
-) -> list[tuple[clusters.Outcome[AuditResult], AuditResult]]:
+    outcomes: Sequence[Outcome[AuditResult]],
+) -> list[tuple[Outcome[AuditResult], AuditResult]]:
     return [(outcome, outcome.result) for outcome in outcomes if outcome.result is not None]
 
 

@@ -29,6 +29,7 @@ def with_clusters(
             cluster, node = split(str(item.get("node", "")))
             if cluster is not None:
                 item["node"], item["cluster"] = node, cluster
+    document["ok"] = bool(document.get("ok")) and all(one.error is None for one in read)  # exit 0 only then
     document["clusters"] = [
         {"name": one.name, "ok": one.ok, "node_count": one.node_count, "error": one.error} for one in read
     ]

@@ -83,6 +83,7 @@ def test_a_cluster_that_is_gone_is_one_line_and_exit_2_after_the_others(fleet: P
     assert line.startswith("gpudrv: cluster gone: cannot reach the cluster at http://127.0.0.1:")
 
     document = json_of("audit", "--all-clusters", cwd=fleet, code=2, kind="audit")
+    assert document["ok"] is False
     assert [(c["name"], c["ok"], c["node_count"]) for c in document["clusters"]] == [
         ("eu", True, 3),
         ("us", False, 4),
@@ -117,6 +118,7 @@ def test_report_and_status_side_by_side(fleet: Path) -> None:
     assert lines[:3] == ["CLUSTERS=eu,us", "NODES=7", "SKEW=1"]
     assert f"US_{NEW_NODE.upper().replace('-', '_')}_TAG={NEW_TAG}" in lines
     document = json_of("report", "--all-clusters", cwd=fleet, code=2, kind="report")
+    assert document["ok"] is False
     assert document["node_count"] == 7 and [c["error"] is None for c in document["clusters"]] == [
         True,
         True,

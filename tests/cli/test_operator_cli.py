@@ -110,7 +110,7 @@ def test_gpudrv_yaml_gives_the_defaults_and_flags_win(lab: Path) -> None:
         ("matrix: [a]\n", ("gpudrv.yaml:1: matrix: ['a'] is not of type 'string'",)),
         (
             "fleet: x\nregistr: y\n",
-            ("gpudrv.yaml:2: unknown key 'registr'", "known keys: fleet, helm, matrix"),
+            ("gpudrv.yaml:2: unknown key 'registr'", "known keys: clusters, fleet, helm, matrix"),
         ),
         ("registry: 'not a repo'\n", ("gpudrv.yaml:1: registry: must be the repository",)),
         ("operatorVersion: 26.3\n", ("gpudrv.yaml:1: operatorVersion:", "is not of type 'string'")),

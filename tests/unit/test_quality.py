@@ -114,6 +114,7 @@ def test_every_command_module_is_in_the_independence_contract() -> None:
         "reconciler.commands.driver_resources",
         "reconciler.commands.fleet_page",
         "reconciler.commands.cuda_gates",
+        "reconciler.commands.clusters",
     }
 
 

@@ -257,7 +257,8 @@ def dests(parser: argparse.ArgumentParser) -> set[str]:
 
 def test_apply_flags_are_apply_settings_and_connection() -> None:
     specs = [*flags.specs(ApplySettings), *flags.specs(Connection)]
-    assert dests(subparser("apply")) == {spec.dest for spec in specs}
+    # and --cluster: it picks the Connection's values from gpudrv.yaml's clusters: (arguments/clusters.py)
+    assert dests(subparser("apply")) == {spec.dest for spec in specs} | {"clusters"}
     options = {action.dest: action.option_strings for action in subparser("apply")._actions}
     assert {spec.dest: [spec.flag.name] for spec in specs if not spec.flag.short} == {
         spec.dest: options[spec.dest] for spec in specs if not spec.flag.short
@@ -280,8 +281,8 @@ def test_the_schema_keys_are_the_settings_config_keys(tmp_path: Path) -> None:
         for key in flags.config_keys(kind).values()
     }
     # helm: values files, no flag's default; registry: audit/matrix verify/matrix fill --registry's
-    # default; upstream: matrix fill --upstream's.
-    assert set(schema["properties"]) - {"helm", "registry", "upstream"} == keys
+    # default; upstream: matrix fill --upstream's; clusters: what --cluster/--all-clusters pick.
+    assert set(schema["properties"]) - {"helm", "registry", "upstream", "clusters"} == keys
     values = {"fleet": "f", "matrix": "m.csv", "operatorVersion": "v25.3.4"}
     (tmp_path / "gpudrv.yaml").write_text("".join(f"{key}: {values[key]}\n" for key in sorted(keys)))
     read = config.load(str(tmp_path / "gpudrv.yaml"))
