@@ -57,6 +57,7 @@ USAGE: dict[str, Usage] = {
             ("gpudrv audit --from clusters/lab", "OK"),
             ("gpudrv audit -l pool=a100 -o json", "live, one pool, as JSON"),
             ("gpudrv audit --registry registry.example.com/nvidia/driver", "the registry instead"),
+            ("gpudrv audit --all-clusters", "gpudrv.yaml's clusters, side by side: CLUSTER/NODE"),
         ),
     ),
     "preflight": Usage(
