@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
-from reconciler.core.cluster_names import qualified
+from reconciler.core.cluster_names import fleet_note, qualified
 from reconciler.core.driver_images import FleetNote, Want, Wants, kernel_next
 from reconciler.core.operator import DriverResource, Mode
 from reconciler.core.tags import KERNEL, Node, TagError, next_kernel, rebooted, tag
@@ -151,10 +151,7 @@ def in_cluster(result: AuditResult, cluster: str) -> AuditResult:
         tuple(name(node) for node in result.audited),
         tuple(replace(finding, node=name(finding.node)) for finding in result.findings),
         result.mode,
-        tuple(
-            replace(note, message=f"cluster {cluster}: {note.message}", nodes=tuple(map(name, note.nodes)))
-            for note in result.notes
-        ),
+        tuple(fleet_note(note, cluster) for note in result.notes),
         {name(node): tag for node, tag in result.tags.items()},
         {name(node): kernel for node, kernel in result.next_kernels.items()},
     )

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from reconciler.core.cuda_workloads import Judged
-from reconciler.core.driver_images import Want, Wants
+from reconciler.core.driver_images import FleetNote, Want, Wants
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import LiveNode
 
@@ -48,14 +48,16 @@ def wants(found: Wants, cluster: str) -> Wants:
         found,
         wants=tuple(want(item, cluster) for item in found.wants),
         next_wants=tuple(want(item, cluster) for item in found.next_wants),
-        notes=tuple(
-            replace(
-                note,
-                message=f"cluster {cluster}: {note.message}",
-                nodes=tuple(qualified(cluster, name) for name in note.nodes),
-            )
-            for note in found.notes
-        ),
+        notes=tuple(fleet_note(item, cluster) for item in found.notes),
+    )
+
+
+def fleet_note(found: FleetNote, cluster: str) -> FleetNote:
+    """A fleet note of one cluster: it says the cluster, and names its nodes with it."""
+    return replace(
+        found,
+        message=f"cluster {cluster}: {found.message}",
+        nodes=tuple(qualified(cluster, name) for name in found.nodes),
     )
 
 
