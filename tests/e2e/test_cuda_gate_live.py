@@ -7,6 +7,7 @@ kwok node of this test, which starts on driver 570.86.10 (CUDA 12.8).
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import subprocess
@@ -250,10 +251,10 @@ CRDS = Path(__file__).parent / "manifests" / "gpu-operator-crds.yaml"
 POOL = "e2e.gpudrv.dev/pool"
 
 
-def workloads_section(html: str) -> str:
-    """The fleet page's CUDA workloads section, its tags dropped and its spaces folded."""
-    section = html[html.index('<section id="workloads">') : html.index('<section id="nodes">')]
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section))
+def workloads_section(page: str) -> str:
+    """The fleet page's CUDA workloads section as text: its tags dropped, its spaces folded."""
+    section = page[page.index('<section id="workloads">') : page.index('<section id="nodes">')]
+    return html.unescape(re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", section)))
 
 
 def test_fleet_page_shows_the_pods_an_nvidiadriver_move_would_break(site: Site, tmp_path: Path) -> None:
