@@ -69,10 +69,15 @@ class NodeSource:
         """No GPU node read is exit 2 (see NoGpuNode), unless allow_empty."""
         require_gpu_nodes(count, self.where(), self.selector, self.allow_empty)
 
-    @cached_property
+    @property
     def live(self) -> Cluster:
-        """One connection per run, shared by every read."""
-        return connect(self.cluster)
+        """One connection per run, shared by every read. Not a cached_property: before Python 3.12 its
+        lock is the class's, so clusters read side by side (commands/clusters.py) would connect one
+        at a time, exec credential plugins and all."""
+        found: Cluster | None = self.__dict__.get("_live")
+        if found is None:
+            found = self.__dict__["_live"] = connect(self.cluster)
+        return found
 
     def gpu_nodes(self, labels: Collection[str] | None = None) -> list[Node]:
         """Live, each node keeps only `labels` (None: all); manifests are small and keep all."""

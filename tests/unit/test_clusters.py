@@ -204,3 +204,22 @@ def test_sections_as_one_document(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     assert out.startswith("kind: clusters\nok: true\ncommand: plan\n")
     assert "name: us" in out and "- us" in out
+
+
+def test_clusters_connect_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each cluster's connection (kubeconfig, exec credential plugin) is made on its own thread at the
+    same time as the others': a connect that waits for the other one's never returns if they queue."""
+    from reconciler.adapters import sources
+
+    both = threading.Barrier(2, timeout=5)
+
+    def connect(options: kube.Options) -> str:
+        both.wait()
+        return f"connection to {options.context}"
+
+    monkeypatch.setattr(sources, "connect", connect)
+    outcomes = fan_out(
+        [Target("eu", kube.Options(context="eu")), Target("us", kube.Options(context="us"))],
+        lambda item: item.source().live,
+    )
+    assert [outcome.result for outcome in outcomes] == ["connection to eu", "connection to us"]
