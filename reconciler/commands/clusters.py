@@ -157,10 +157,13 @@ def sections(
 def _wrapped(verb: str, outcomes: Sequence[Outcome[Section]], codes: Sequence[int]) -> dict[str, Any]:
     found = []
     for outcome, code in zip(outcomes, codes, strict=True):
-        result = json.loads(outcome.result.text) if outcome.result and outcome.result.text.strip() else None
-        found.append(
-            {"name": outcome.target.name, "exit_code": code, "result": result, "error": outcome.error}
-        )
+        result, error = None, outcome.error
+        if outcome.result is not None and outcome.result.text.strip():
+            try:
+                result = json.loads(outcome.result.text)
+            except ValueError:  # a command that printed no document: say so, never a traceback
+                error = "the command printed no JSON document for this cluster"
+        found.append({"name": outcome.target.name, "exit_code": code, "result": result, "error": error})
     return document.document("clusters", all(code == OK for code in codes), command=verb, clusters=found)
 
 

@@ -223,3 +223,20 @@ def test_clusters_connect_side_by_side(monkeypatch: pytest.MonkeyPatch) -> None:
         lambda item: item.source().live,
     )
     assert [outcome.result for outcome in outcomes] == ["connection to eu", "connection to us"]
+
+
+def test_a_section_without_a_document_is_said_not_a_traceback(capsys: pytest.CaptureFixture[str]) -> None:
+    def run(item: Target, output: Output) -> int:
+        print("nothing to upgrade")  # text where JSON was asked
+        return OK
+
+    assert sections([target("eu")], "plan", run, Output.JSON) == OK
+    document = json.loads(capsys.readouterr().out)
+    assert document["clusters"] == [
+        {
+            "name": "eu",
+            "exit_code": 0,
+            "result": None,
+            "error": "the command printed no JSON document for this cluster",
+        }
+    ]
