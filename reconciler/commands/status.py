@@ -26,6 +26,7 @@ from reconciler.core import (
 )
 from reconciler.core.driver_images import Want, Wants, kernel_next
 from reconciler.core.fleet_page import reasons_by_node
+from reconciler.core.matrix import Matrix
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
 from reconciler.render import document
@@ -232,7 +233,7 @@ def _holds(fleet: Fleet, nodes: list[LiveNode], pods: Mapping[str, list[budget.P
 def report_many(targets: Sequence[Target], matrix_path: Path, output: Output, registry_images: bool) -> int:
     parsed = valid_matrix(matrix_path)
     if output is Output.HTML:
-        return _page(targets, matrix_path, registry_images)
+        return _page(targets, matrix_path, parsed, registry_images)
     in_matrix = parsed.tags()
     outcomes = clusters.fan_out(targets, lambda t: report_facts(t.source(), in_matrix, t.name))
     done = [outcome.result for outcome in outcomes if outcome.result is not None]
@@ -278,9 +279,7 @@ def _read(outcome: Outcome[T], facts: Callable[[T], tuple[bool | None, int]]) ->
     return Read(outcome.target.name, ok, count)
 
 
-def _page(targets: Sequence[Target], matrix_path: Path, registry_images: bool) -> int:
-    parsed = valid_matrix(matrix_path)
-
+def _page(targets: Sequence[Target], matrix_path: Path, parsed: Matrix, registry_images: bool) -> int:
     def one(target: Target) -> tuple[fleet_page.Parts, str]:
         source = target.source()
         parts = page_parts(source, registry_images)
