@@ -78,7 +78,7 @@ def targets(args: argparse.Namespace, entries: tuple[config.ClusterEntry, ...]) 
     by_name = {entry.name: entry for entry in entries}
     picked = (
         list(entries)
-        if args.all_clusters
+        if getattr(args, "all_clusters", False)
         else [_entry(name, by_name) for name in dict.fromkeys(args.clusters)]
     )
     return [_target(args, entry) for entry in picked]

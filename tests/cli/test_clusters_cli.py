@@ -171,6 +171,15 @@ def test_plan_and_preflight_run_once_per_cluster(fleet: Path) -> None:
     assert document["clusters"][2]["result"] is None and "cannot reach" in document["clusters"][2]["error"]
 
 
+def test_apply_takes_its_one_cluster_from_gpudrv_yaml(fleet: Path) -> None:
+    dry = run_main("apply", "--cluster", "us", "--dry-run", cwd=fleet)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert dry.stdout.splitlines()[-1] == "dry run: nothing was changed"
+    gone = run_main("apply", "--cluster", "gone", "--dry-run", cwd=fleet)
+    assert (gone.returncode, gone.stdout) == (2, "")
+    assert "cannot reach the cluster at http://127.0.0.1:" in gone.stderr
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
