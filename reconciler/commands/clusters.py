@@ -77,6 +77,8 @@ def fan_out(targets: Sequence[Target], work: Callable[[Target], T]) -> list[Outc
         return [one(targets[0])]
     from concurrent.futures import ThreadPoolExecutor  # only when there are several
 
+    kube.preload()  # the client's first import, once, before the threads race into it
+
     with ThreadPoolExecutor(max_workers=min(CONCURRENCY, len(targets)), thread_name_prefix="cluster") as pool:
         return list(pool.map(one, targets))
 

@@ -171,6 +171,22 @@ def test_plan_and_preflight_run_once_per_cluster(fleet: Path) -> None:
     assert document["clusters"][2]["result"] is None and "cannot reach" in document["clusters"][2]["error"]
 
 
+def test_diff_and_explain_run_once_per_cluster(fleet: Path) -> None:
+    diff = json_of("diff", "--cluster", "eu", "--cluster", "us", cwd=fleet, code=1, kind="clusters")
+    # both lack the lab's declared PDB (the fake serves no budgets); us also has a node the fleet lacks
+    assert [(c["name"], c["exit_code"]) for c in diff["clusters"]] == [("eu", 1), ("us", 1)]
+    assert NEW_NODE not in json.dumps(diff["clusters"][0]["result"])
+    for cluster in diff["clusters"]:
+        jsonschema.validate(cluster["result"], schema("diff"))
+    assert NEW_NODE in json.dumps(diff["clusters"][1]["result"])
+    explain = run_main("explain", "--all-clusters", cwd=fleet)
+    assert explain.returncode == 2
+    assert [line for line in explain.stdout.splitlines() if line.startswith("== ")] == [
+        "== cluster eu ==",
+        "== cluster us ==",
+    ]
+
+
 def test_apply_takes_its_one_cluster_from_gpudrv_yaml(fleet: Path) -> None:
     dry = run_main("apply", "--cluster", "us", "--dry-run", cwd=fleet)
     assert dry.returncode == 0, dry.stdout + dry.stderr

@@ -240,3 +240,31 @@ def test_a_section_without_a_document_is_said_not_a_traceback(capsys: pytest.Cap
             "error": "the command printed no JSON document for this cluster",
         }
     ]
+
+
+def test_preload_imports_every_kubernetes_module_the_gateway_imports() -> None:
+    """Clusters read side by side would otherwise race into the client's first import (a deadlock
+    error or a partly initialized module, about one run in eight with four clusters): fan_out preloads
+    them, and the list must name every module the gateway imports lazily."""
+    import ast
+    import subprocess
+    import sys
+
+    from reconciler.adapters.kube import _config
+
+    imported = set()
+    for path in Path(_config.__file__).parent.glob("*.py"):
+        for item in ast.walk(ast.parse(path.read_text())):
+            if isinstance(item, ast.ImportFrom) and (item.module or "").startswith("kubernetes"):
+                imported.add(item.module)
+            if isinstance(item, ast.Import):
+                imported |= {alias.name for alias in item.names if alias.name.startswith("kubernetes")}
+    assert imported and imported <= set(_config.CLIENT_MODULES)
+    check = (
+        "import sys; from reconciler.adapters import kube; kube.preload(); "
+        "print(sorted(m for m in {} if m not in sys.modules))"
+    )
+    fresh = subprocess.run(
+        [sys.executable, "-c", check.format(sorted(imported))], capture_output=True, text=True, check=True
+    )
+    assert fresh.stdout.strip() == "[]"

@@ -20,7 +20,7 @@ Its modules, one concern each (callers import this package, never them):
 - shapes (with _schema): the shape of every document read; jsonstream: a list read as it arrives.
 """
 
-from reconciler.adapters.kube._config import EXEC_TIMEOUT, Options, connect, exec_timeout, streaming
+from reconciler.adapters.kube._config import EXEC_TIMEOUT, Options, connect, exec_timeout, preload, streaming
 from reconciler.adapters.kube._convert import (
     budget_spec,
     disruption_budget,
@@ -118,6 +118,7 @@ __all__ = [
     "live_node",
     "node",
     "pod",
+    "preload",
     "segment",
     "streaming",
 ]

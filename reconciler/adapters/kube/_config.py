@@ -44,6 +44,28 @@ def exec_timeout(timeouts: Timeouts) -> float:
     return timeouts.read if timeouts.read is not None and timeouts != TIMEOUT else EXEC_TIMEOUT
 
 
+# Every kubernetes module the gateway imports (here and in _transport); urllib3 comes with them.
+CLIENT_MODULES = (
+    "kubernetes",
+    "kubernetes.client",
+    "kubernetes.client.exceptions",
+    "kubernetes.config",
+    "kubernetes.config.config_exception",
+    "kubernetes.config.exec_provider",
+    "kubernetes.config.kube_config",
+)
+
+
+def preload() -> None:
+    """Import the kubernetes client's modules now, on this thread. Several threads that import them
+    for the first time at once (clusters read side by side) can meet inside the package's circular
+    imports: Python refuses that with a deadlock error or a partly initialized module."""
+    import importlib
+
+    for module in CLIENT_MODULES:
+        importlib.import_module(module)
+
+
 def connect(options: Options) -> Gateway:
     """A gateway with its own timeouts (from --request-timeout): reconcile opens several."""
     timeouts = Timeouts.of(options.request_timeout)
