@@ -316,22 +316,18 @@ def _as_data(a: argparse.Namespace, kind: str, run: Callable[[Any], int], **fiel
 
 
 def _status(a: argparse.Namespace) -> int:
-    if (targets := _targets(a)) is not None:
-        from reconciler.commands import status
-
-        return status.status_many(targets, a.matrix, a.output)
     from reconciler.commands import status
 
+    if (targets := _targets(a)) is not None:
+        return status.status_many(targets, a.matrix, a.output)
     return status.run_status(a.from_dir, a.matrix, _source(a, live=True), a.output)
 
 
 def _report(a: argparse.Namespace) -> int:
-    if (targets := _targets(a)) is not None:
-        from reconciler.commands import status
-
-        return status.report_many(targets, a.matrix, a.output, a.registry_images == "on")
     from reconciler.commands import status
 
+    if (targets := _targets(a)) is not None:
+        return status.report_many(targets, a.matrix, a.output, a.registry_images == "on")
     return status.run_report(a.matrix, _source(a), a.output, a.registry_images == "on")
 
 
