@@ -110,13 +110,9 @@ def fleet_rows(
 ) -> tuple[cuda_workloads.Judged, ...]:
     """The fleet page's CUDA workloads: every GPU pod image on the nodes, read once per platform, on
     the driver its node runs and on the one the driver resources move it to (`moving`)."""
-    wanted = {
-        (item.image, cuda_gate.platform(node.labels))
-        for node in nodes
-        for item in cuda_gate.pod_images(pods.get(node.name, ()))
-    }
-    reads = read_images(wanted, enabled)
-    return cuda_workloads.rows(nodes, pods, reads, moving, (load_table(), load_compat()))
+    gates = Gates(enabled, nodes)
+    gates.read(pods, [node.name for node in nodes])
+    return cuda_workloads.rows(nodes, pods, gates.reads, moving, (gates.table, gates.fallback))
 
 
 def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:

@@ -85,5 +85,4 @@ def ordered(rows: Iterable[Judged]) -> tuple[Judged, ...]:
 
 
 def _order(row: Judged) -> tuple[int, str, bool, str, str]:
-    """What breaks first; an image's rows together, now before its move."""
     return (_RANK[row.state], row.image, row.when != NOW, row.when, row.driver)
