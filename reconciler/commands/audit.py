@@ -11,10 +11,10 @@ from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import ERROR, FINDINGS, OK, Output
 from reconciler.core.audit import AuditResult, audit_wants, combined, in_cluster
 from reconciler.render import audit, document, words
-from reconciler.render.clusters import Read, counted, with_clusters
+from reconciler.render.clusters import counted, with_clusters
 
 if TYPE_CHECKING:  # the shared step of many clusters is imported when there are several
-    from reconciler.commands.clusters import Outcome, Target
+    from reconciler.commands.clusters import Target
 
 
 def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
@@ -51,15 +51,12 @@ def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> in
     outcomes = clusters.fan_out(targets, one)
     results = [outcome.result for outcome in outcomes if outcome.result is not None]
     merged = combined(results)
-    read = [
-        Read(o.target.name, o.result.ok, len(o.result.audited))
-        if o.result
-        else Read(o.target.name, error=o.error)
-        for o in outcomes
-    ]
+    read = [clusters.listed(o, lambda result: (result.ok, len(result.audited))) for o in outcomes]
     if output is Output.GITHUB:
         summaries = [
-            audit.summary(result, matrix_path, cluster=o.target.name) for o, result in _read(outcomes)
+            audit.summary(o.result, matrix_path, cluster=o.target.name)
+            for o in outcomes
+            if o.result is not None
         ]
         github.publish(
             audit.annotate(merged, matrix_path), summaries, f"{audit.closing(merged)} {counted(read)}"
@@ -72,12 +69,6 @@ def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> in
     if clusters.report_errors(outcomes):
         return ERROR
     return OK if merged.ok else FINDINGS
-
-
-def _read(
-    outcomes: Sequence[Outcome[AuditResult]],
-) -> list[tuple[Outcome[AuditResult], AuditResult]]:
-    return [(outcome, outcome.result) for outcome in outcomes if outcome.result is not None]
 
 
 def _text(merged: AuditResult, against: str) -> str:

@@ -23,6 +23,7 @@ from reconciler.commands import ERROR, OK, Output
 from reconciler.core.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
 from reconciler.render import document
+from reconciler.render.clusters import Read
 
 CONCURRENCY = 4  # clusters read at once: each is mostly waiting on its API server
 
@@ -90,6 +91,14 @@ def report_errors(outcomes: Sequence[Outcome[T]]) -> bool:
         flat = (outcome.error or "").replace("\r", "\\r").replace("\n", "\\n")
         print(f"gpudrv: cluster {outcome.target.name}: {flat}", file=sys.stderr)
     return bool(failed)
+
+
+def listed(outcome: Outcome[T], facts: Callable[[T], tuple[bool | None, int]]) -> Read:
+    """The cluster as the output lists it: its verdict and node count from `facts`, or its error."""
+    if outcome.result is None:
+        return Read(outcome.target.name, error=outcome.error)
+    ok, count = facts(outcome.result)
+    return Read(outcome.target.name, ok, count)
 
 
 # --- one section per cluster: plan, diff, explain, preflight --------------------------------------

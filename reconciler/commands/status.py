@@ -3,16 +3,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import declared_nodes, manifests, operator_contract
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import ERROR, OK, Output, clusters, cuda_gates, fleet_page
-from reconciler.commands.clusters import Outcome, Target
+from reconciler.commands.clusters import Target
 from reconciler.core import (
     audit,
     budget,
@@ -30,7 +30,7 @@ from reconciler.core.matrix import Matrix
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import FAILURE, LiveNode, State
 from reconciler.render import document
-from reconciler.render.clusters import Read, with_clusters
+from reconciler.render.clusters import with_clusters
 from reconciler.render.upgrades import (
     Row,
     Upcoming,
@@ -40,8 +40,6 @@ from reconciler.render.upgrades import (
     status_json,
     status_table,
 )
-
-T = TypeVar("T")
 
 
 def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, output: Output) -> int:
@@ -243,7 +241,8 @@ def report_many(targets: Sequence[Target], matrix_path: Path, output: Output, re
         len(parsed.rows),
         sum(facts.next_skew for facts in done),
     )
-    read = [_read(o, lambda facts: (True, len(facts.nodes))) for o in outcomes]  # report's ok: always
+    # report's own ok is always true: a cluster that was read is listed as ok
+    read = [clusters.listed(o, lambda facts: (True, len(facts.nodes))) for o in outcomes]
     if output.structured:
         print(document.text(with_clusters(data, read), output))
     elif done:
@@ -259,7 +258,7 @@ def status_many(targets: Sequence[Target], matrix_path: Path, output: Output) ->
 
     outcomes = clusters.fan_out(targets, one)
     rows = [row for outcome in outcomes for row in outcome.result or ()]
-    read = [_read(o, lambda found: (True, len(found))) for o in outcomes]  # status's ok: always
+    read = [clusters.listed(o, lambda found: (True, len(found))) for o in outcomes]  # status's ok: always
     if output.structured:
         print(document.text(with_clusters(status_json(rows), read), output))
     elif rows or all(outcome.error is None for outcome in outcomes):
@@ -269,14 +268,6 @@ def status_many(targets: Sequence[Target], matrix_path: Path, output: Output) ->
 
 def _in_cluster(row: Row, cluster: str) -> Row:
     return replace(row, node=cluster_names.qualified(cluster, row.node))
-
-
-def _read(outcome: Outcome[T], facts: Callable[[T], tuple[bool | None, int]]) -> Read:
-    """The cluster as the output lists it: its verdict and node count from `facts`, or its error."""
-    if outcome.result is None:
-        return Read(outcome.target.name, error=outcome.error)
-    ok, count = facts(outcome.result)
-    return Read(outcome.target.name, ok, count)
 
 
 def _page(targets: Sequence[Target], matrix_path: Path, parsed: Matrix, registry_images: bool) -> int:
