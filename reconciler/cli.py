@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reconciler import arguments, parsing
-from reconciler.adapters import kube, sources
+from reconciler.adapters import desired, kube, sources
 from reconciler.adapters.ci import actions_guard, github, output
 from reconciler.adapters.kube import Options
 from reconciler.arguments import clusters, groups, verbs
@@ -267,7 +267,7 @@ def _diff(a: argparse.Namespace) -> int:
         return code
     from reconciler.commands import diff
 
-    return diff.run(arguments.desired(a), _options(a), a.output, a.selector)
+    return diff.run(arguments.desired_dir(a), _options(a), a.output, a.selector, arguments.pins(a))
 
 
 def _manifests_validate(a: argparse.Namespace) -> int:
@@ -282,13 +282,13 @@ def _plan(a: argparse.Namespace) -> int:
     from reconciler.commands import plan
 
     return plan.run(
-        arguments.desired(a),
+        arguments.desired_dir(a),
         a.matrix,
         merged_ref=a.merged_ref,
         force=a.force,
         options=_options(a),
         output=a.output,
-        operator_version=a.operator_version,
+        pins=arguments.pins(a),
         selector=a.selector,
         allow_empty=a.allow_empty,
         registry_images=a.registry_images == "on",
@@ -348,19 +348,23 @@ def _apply(args: argparse.Namespace) -> int:
     from reconciler.commands import apply, rollout
 
     settings = arguments.apply_settings(args)
-    if rollout.wanted(settings.from_dir):
+    state = desired.from_git(settings.from_dir, arguments.pins(args))
+    if state.operator:
         return _as_data(
-            args, "apply", lambda record: rollout.run(settings, _options(args), record), dry_run=args.dry_run
+            args,
+            "apply",
+            lambda record: rollout.run(settings, state, _options(args), record),
+            dry_run=args.dry_run,
         )
     if settings.hold or settings.await_sync:
         flag = "--hold" if settings.hold else "--await-sync"
         raise GpudrvError(
             f"{flag} stages a GPU Operator rollout around a GitOps engine's sync, but "
             f"{settings.from_dir} declares no ClusterPolicy or NVIDIADriver (lab mode applies nothing "
-            "a GitOps engine owns)"
+            "a GitOps engine owns, and no Helm installation of the operator)"
         )
     return _as_data(
-        args, "apply", lambda record: apply.run(settings, _options(args), record), dry_run=args.dry_run
+        args, "apply", lambda record: apply.run(settings, state, _options(args), record), dry_run=args.dry_run
     )
 
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field, replace
-from functools import cached_property
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.adapters import files, kube
-from reconciler.adapters.cluster import Cluster, connect, gpu_operator
-from reconciler.adapters.files import config, manifests, operator_contract, schemas
+from reconciler.adapters import desired, files, kube
+from reconciler.adapters.cluster import Cluster, connect
+from reconciler.adapters.files import config, manifests, schemas
 from reconciler.core import matrix, preflight, reads
+from reconciler.core.desired import Desired
 from reconciler.core.driver_images import Wants
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.operator import Contract
@@ -50,16 +50,23 @@ class NodeSource:
     helm: config.HelmValues | None = None  # gpudrv.yaml's helm: values files and chart version
 
     @property
-    def pins(self) -> operator_contract.Pins:
+    def pins(self) -> desired.Pins:
         if self.version_from_config:
-            return operator_contract.Pins(config=self.operator_version, helm=self.helm)
-        return operator_contract.Pins(flag=self.operator_version, helm=self.helm)
+            return desired.Pins(config=self.operator_version, helm=self.helm)
+        return desired.Pins(flag=self.operator_version, helm=self.helm)
 
-    @cached_property
-    def offline(self) -> operator_contract.Offline:
-        """The contract in git (--from), read once per run: its notes are said once."""
-        assert self.from_dir is not None
-        return operator_contract.offline(self.from_dir, self.pins)
+    @property
+    def desired(self) -> Desired:
+        """The fleet's desired state (core/desired.py), read once per run: git's with --from, else the
+        cluster's. Its notes are said once."""
+        found: Desired | None = self.__dict__.get("_desired")
+        if found is None:
+            if self.from_dir is not None:
+                found = desired.from_git(self.from_dir, self.pins)
+            else:
+                found = desired.from_cluster(self.live.gateway, self.pins)
+            self.__dict__["_desired"] = found
+        return found
 
     def where(self) -> str:
         """Where the nodes are read, for messages: `in DIR` or `in the cluster at HOST`."""
@@ -94,20 +101,15 @@ class NodeSource:
 
     def contract(self) -> Contract:
         """The driver resources in force: the manifests' with --from, else the cluster's."""
-        if self.from_dir is not None:
-            return self.offline.contract
-        return gpu_operator.live_contract(self.live.gateway, self.operator_version)
+        return self.desired.contract
 
     def wants(self, kernel: str | None = None) -> Wants:
         """Every GPU node with the image the contract gives it (read the resources first: a broken
         resource is reported before any node is read); `kernel`: on that kernel instead of its own
         (gpudrv preflight)."""
-        contract = self.contract()
-        nodes = self.gpu_nodes(reads.for_contract(contract))
-        found = operator_contract.wants(contract, preflight.on_kernel(nodes, kernel) if kernel else nodes)
-        if self.from_dir is not None and self.offline.problems:
-            return replace(found, notes=(*self.offline.problems, *found.notes))
-        return found
+        found = self.desired
+        nodes = self.gpu_nodes(reads.for_contract(found.contract))
+        return desired.wants(found, preflight.on_kernel(nodes, kernel) if kernel else nodes)
 
     def node(self, name: str) -> Node:
         if self.from_dir is not None:

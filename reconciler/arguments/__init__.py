@@ -17,6 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from reconciler.adapters import desired
 from reconciler.adapters.files import config
 from reconciler.commands.settings import DEFAULT_MATRIX, ApplySettings
 from reconciler.core import duration, flags, label_selector, tags
@@ -83,13 +84,25 @@ def configure(args: argparse.Namespace) -> None:
     args.config_clusters = found.clusters  # see clusters.targets
 
 
+def pins(args: argparse.Namespace) -> desired.Pins:
+    """What pins the operator release, from the flags and gpudrv.yaml (adapters/desired.py)."""
+    version = getattr(args, "operator_version", None)
+    from_config = getattr(args, "version_from_config", False)
+    return desired.Pins(
+        flag=None if from_config else version,
+        config=version if from_config else None,
+        helm=getattr(args, "helm", None),
+        config_origin=str(getattr(args, "config_path", None) or "gpudrv.yaml"),
+    )
+
+
 def fleet_nodes(args: argparse.Namespace) -> None:
     """matrix impact: with no --from and no --kubeconfig/--context, gpudrv.yaml's fleet is the nodes."""
     if args.from_dir is None and args.fleet is not None and not (args.kubeconfig or args.context):
         args.from_dir = args.fleet
 
 
-def desired(args: argparse.Namespace) -> Path:
+def desired_dir(args: argparse.Namespace) -> Path:
     """The desired state in git: --from, else gpudrv.yaml's fleet."""
     if args.from_dir is None and args.fleet is None:
         found = (
@@ -188,4 +201,4 @@ def _type(found: flags.Flag) -> Callable[[str], Any]:
 
 def apply_settings(args: argparse.Namespace) -> ApplySettings:
     """apply's settings from its parsed flags, after `configure` (the desired state: see desired)."""
-    return flags.build(ApplySettings, vars(args), from_dir=desired(args))
+    return flags.build(ApplySettings, vars(args), from_dir=desired_dir(args))

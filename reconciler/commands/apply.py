@@ -8,15 +8,14 @@ The gates, the budgets and the final audit are here; the upgrade itself is core/
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
-from reconciler.adapters.files import operator_contract
 from reconciler.commands import FINDINGS, OK, cuda_gates, upgrades
 from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, diff, fleet_upgrade, upgrade
+from reconciler.core.desired import Desired
 from reconciler.core.fleet_upgrade import Outcome
 from reconciler.core.label_selector import LabelSelector
 from reconciler.core.upgrade import Images
@@ -28,12 +27,15 @@ RECONNECT_SECONDS = 180.0  # how long an upgrade waits out an API server that st
 BUDGET_SETTLE_SECONDS = 30.0
 
 
-def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record | None = None) -> int:
+def run(
+    settings: ApplySettings, state: Desired, options: kube.Options, record: upgrades.Record | None = None
+) -> int:
+    """Lab mode's apply: `state` (adapters/desired.py) declares no driver resource."""
     record = record or upgrades.Record()
-    record.mode = "lab"
-    _refuse_operator_resources(settings.from_dir)
+    record.mode = str(state.mode)
+    record.desired = state.as_json()
     # 1. manifests and matrix valid first
-    desired = upgrades.load_desired(settings.from_dir, settings.selector)
+    desired = upgrades.load_declared(settings.from_dir, settings.selector)
     upgrades.require_declared(desired, settings.from_dir, settings.selector, settings.allow_empty)
     images = upgrades.load_images(settings.matrix, settings.merged_ref)  # 2. the image gate: the merged ref
     fleet = upgrades.connect(options)
@@ -46,20 +48,6 @@ def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record 
     outcome = _upgrade_all(fleet, desired, images, settings)
     _note_outcome(record, outcome)
     return _final_audit(fleet, images.working, outcome, record, settings.selector)
-
-
-def _refuse_operator_resources(from_dir: Path) -> None:
-    """The lab's apply drives the state label itself; where the GPU Operator's driver resources are
-    declared, its own upgrade controller owns that label, and two controllers must never share it."""
-    resources = operator_contract.load_resources(from_dir)
-    if resources:
-        first = resources[0]
-        raise GpudrvError(
-            f"{from_dir} declares the GPU Operator's {first.ref}: the operator's upgrade controller "
-            "rolls driver changes out, and gpudrv apply (the lab's label-driven upgrade) would fight it "
-            "for nvidia.com/gpu-driver-upgrade-state; run gpudrv plan for the image and budget gates",
-            file=first.origin.rpartition(":")[0] if first.origin else None,
-        )
 
 
 def _refuse_beside_operator(fleet: Fleet) -> None:
@@ -75,7 +63,7 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
 
 
 def _dry_run(
-    fleet: Fleet, desired: upgrades.Desired, images: Images, settings: ApplySettings, record: upgrades.Record
+    fleet: Fleet, desired: upgrades.Declared, images: Images, settings: ApplySettings, record: upgrades.Record
 ) -> int:
     live = upgrades.read_live(fleet, desired)
     force = settings.upgrade.force
@@ -93,7 +81,7 @@ def _dry_run(
     return FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
 
 
-def _budget_drift(fleet: Fleet, desired: upgrades.Desired) -> dict[tuple[str, str], str]:
+def _budget_drift(fleet: Fleet, desired: upgrades.Declared) -> dict[tuple[str, str], str]:
     """The declared budgets that differ live, each with what changes; unchanged ones are left alone."""
     live = [
         found
@@ -107,7 +95,7 @@ def _budget_drift(fleet: Fleet, desired: upgrades.Desired) -> dict[tuple[str, st
     }
 
 
-def _sync_budgets(fleet: Fleet, desired: upgrades.Desired) -> None:
+def _sync_budgets(fleet: Fleet, desired: upgrades.Declared) -> None:
     drifted = _budget_drift(fleet, desired)
     for declared in desired.budgets:
         if (change := drifted.get((declared.namespace, declared.name))) is not None:
@@ -118,7 +106,9 @@ def _sync_budgets(fleet: Fleet, desired: upgrades.Desired) -> None:
         time.sleep(0.5)  # the disruption controller recomputes status after a spec change
 
 
-def _upgrade_all(fleet: Fleet, desired: upgrades.Desired, images: Images, settings: ApplySettings) -> Outcome:
+def _upgrade_all(
+    fleet: Fleet, desired: upgrades.Declared, images: Images, settings: ApplySettings
+) -> Outcome:
     gates = cuda_gates.Gates(settings.registry_images == "on", [])  # each image is read once per run
 
     def read() -> fleet_upgrade.Round:

@@ -10,14 +10,13 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from reconciler.adapters import files
+from reconciler.adapters import desired, files
 from reconciler.adapters.cluster.fleet import Fleet
-from reconciler.adapters.files import operator_contract
 from reconciler.adapters.registry import image_config
 from reconciler.core import budget, cuda, cuda_gate, cuda_require, cuda_workloads, reads, rollout
 from reconciler.core.cuda_gate import BranchTable, ImageRead
+from reconciler.core.desired import Desired
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract
 from reconciler.core.tags import Node
 from reconciler.core.upgrade import BEFORE_CORDON, Gate, GateName, NodePlan
 
@@ -126,12 +125,12 @@ def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:
 
 
 def operator_refusals(
-    fleet: Fleet, contract: Contract, selector: LabelSelector | None, enabled: bool
+    fleet: Fleet, state: Desired, selector: LabelSelector | None, enabled: bool
 ) -> list[tuple[str, str]]:
     """Before a GPU Operator rollout writes anything: each node the driver resources move whose GPU
     pods' images refuse its new driver, and the gate's detail."""
-    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
-    moving = rollout.moving(operator_contract.wants(contract, live).wants)
+    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(state.contract))
+    moving = rollout.moving(desired.wants(state, live).wants)
     if not moving:
         return []
     gates = Gates(enabled, live)

@@ -6,10 +6,10 @@ import os
 import sys
 from pathlib import Path
 
-from reconciler.adapters import cluster, kube
+from reconciler.adapters import cluster, desired, kube
 from reconciler.adapters.ci import github
 from reconciler.adapters.cluster import gpu_operator
-from reconciler.adapters.files import manifests, operator_contract
+from reconciler.adapters.files import manifests
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.core import reads
 from reconciler.core.diff import drift
@@ -18,14 +18,20 @@ from reconciler.render import diff, document
 
 
 def run(
-    desired_dir: Path, options: kube.Options, output: Output, selector: LabelSelector | None = None
+    desired_dir: Path,
+    options: kube.Options,
+    output: Output,
+    selector: LabelSelector | None = None,
+    pins: desired.Pins | None = None,
 ) -> int:
     # Read git first: a broken manifest is reported without touching the cluster.
     nodes, budgets = manifests.load_nodes(desired_dir), manifests.load_budget_specs(desired_dir)
     if selector is not None:  # like kubectl diff -l: the manifests selected by the labels they declare
         nodes = [node for node in nodes if selector.matches(node.labels)]
-    resources = operator_contract.load_resources(desired_dir)
+    state = desired.from_git(desired_dir, pins or desired.Pins())
     live = cluster.connect(options)
+    state = desired.on_cluster(state, live.gateway)
+    resources = [*state.declared, *state.rendered]
     namespaces = sorted({budget.namespace for budget in budgets})
     live_budgets = [found for ns in namespaces for found in live.budget_specs(ns)]
     live_resources = gpu_operator.live_resources(live.gateway)
@@ -41,7 +47,7 @@ def run(
             diff.annotate(result, desired_dir), diff.summary(result, desired_dir), diff.closing(result)
         )
     elif output.structured:
-        print(document.text(diff.as_json(result), output))
+        print(document.text({**diff.as_json(result), "desired": state.as_json()}, output))
     else:
         print(diff.as_text(result, desired_dir, diff.paint(terminal_colour())))
     return FINDINGS if result.found else OK

@@ -10,14 +10,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from reconciler.adapters import desired
 from reconciler.adapters.ci import github
 from reconciler.adapters.cluster import workloads
-from reconciler.adapters.files import manifests, operator_contract
+from reconciler.adapters.files import manifests
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output, cuda_gates
 from reconciler.core import cuda, cuda_gate, driver_images, placement
 from reconciler.core.explain import Images, Report, report
-from reconciler.core.operator import Mode
 from reconciler.core.placement import Workload
 from reconciler.core.tags import Node
 from reconciler.errors import GpudrvError
@@ -102,10 +102,10 @@ def read(target: str | None, namespace: str | None, source: NodeSource) -> tuple
 def _as_upgraded(source: NodeSource, nodes: list[Node]) -> list[Node]:
     """With the GPU Operator's driver resources in the tree, each GPU node as it will be once they are
     rolled out (the branch its resource names); other nodes, and the lab, as declared."""
-    contract = source.contract()
-    if contract.mode is Mode.LAB:
+    state = source.desired
+    if not state.operator:
         return nodes
-    wanted = {want.node.name: want for want in operator_contract.wants(contract, nodes).wants}
+    wanted = {want.node.name: want for want in desired.wants(state, nodes).wants}
     return [driver_images.as_upgraded(wanted[node.name]) if node.name in wanted else node for node in nodes]
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from reconciler.adapters import git
+from reconciler.adapters import desired, git
 from reconciler.adapters.ci import github
-from reconciler.adapters.files import operator_contract, schemas
+from reconciler.adapters.files import schemas
 from reconciler.adapters.git import contract_at
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
@@ -67,14 +67,14 @@ def _whole_contract(
     before, after = rows
     assert source.from_dir is not None
     flag = None if source.version_from_config else source.operator_version
-    earlier = contract_at.offline_at(base, source.from_dir, config_path, flag)
-    head = source.offline
+    earlier = contract_at.desired_at(base, source.from_dir, config_path, flag)
+    head = source.desired
     problems = [note.message for note in head.problems]
     if earlier is None:
         rows_only = impact_wants(before, after, found.wants, found.next_wants)
         return Impact(rows_only.added, rows_only.removed, rows_only.nodes, tuple(problems))
     nodes = [want.node for want in found.wants]
-    was = operator_contract.wants(earlier.contract, nodes)
+    was = desired.wants(earlier, nodes)
     sides = (
         Side(earlier.contract, was.wants, earlier.rule_from, was.next_wants),
         Side(head.contract, found.wants, head.rule_from, found.next_wants),

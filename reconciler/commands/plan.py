@@ -9,15 +9,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from reconciler.adapters import kube
-from reconciler.adapters.cluster import gpu_operator
+from reconciler.adapters import desired, kube
 from reconciler.adapters.cluster.fleet import Fleet
-from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import require_gpu_nodes
 from reconciler.commands import FINDINGS, OK, Output, cuda_gates, upgrades
 from reconciler.core import reads, rollout
+from reconciler.core.desired import Desired
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract, Mode
 from reconciler.core.upgrade import Images
 from reconciler.render import document
 from reconciler.render.upgrades import moves_json, moves_text, plan_json, plan_text
@@ -31,30 +29,30 @@ def run(
     force: bool,
     options: kube.Options,
     output: Output,
-    operator_version: str | None = None,
+    pins: desired.Pins,
     selector: LabelSelector | None = None,
     allow_empty: bool = False,
     registry_images: bool = True,
 ) -> int:
-    desired = upgrades.load_desired(from_dir, selector)
-    if not operator_contract.load_resources(from_dir):  # lab mode: the declared GPU nodes are the plan's
-        upgrades.require_declared(desired, from_dir, selector, allow_empty)
+    state = desired.from_git(from_dir, pins)
+    declared = upgrades.load_declared(from_dir, selector)
+    if not state.operator:  # lab mode: the declared GPU nodes are the plan's
+        upgrades.require_declared(declared, from_dir, selector, allow_empty)
     images = upgrades.load_images(matrix_path, merged_ref)
     fleet = upgrades.connect(options)
-    version = operator_version or gpu_operator.live_operator_version(fleet.gateway)
-    contract = operator_contract.offline_contract(from_dir, version)
-    if contract.mode is not Mode.LAB:
+    state = desired.on_cluster(state, fleet.gateway)
+    if state.operator:
         gates = cuda_gates.Gates(registry_images, [])
         return _operator_plan(
-            fleet, contract, images, force, output, gates=gates, selector=selector, allow_empty=allow_empty
+            fleet, state, images, force, output, gates=gates, selector=selector, allow_empty=allow_empty
         )
-    live = upgrades.read_live(fleet, desired)
+    live = upgrades.read_live(fleet, declared)
     plans, images = upgrades.plans_with_history(
-        desired, live, images, force, matrix_path, cuda=registry_images
+        declared, live, images, force, matrix_path, cuda=registry_images
     )
     code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
     if output.structured:
-        print(document.text(plan_json(plans, images, code == OK), output))
+        print(document.text({**plan_json(plans, images, code == OK), "desired": state.as_json()}, output))
     else:
         print(plan_text(plans, images))
     return code
@@ -62,7 +60,7 @@ def run(
 
 def _operator_plan(
     fleet: Fleet,
-    contract: Contract,
+    state: Desired,
     images: Images,
     force: bool,
     output: Output,
@@ -72,16 +70,20 @@ def _operator_plan(
     allow_empty: bool,
 ) -> int:
     """The resources in git applied to the live nodes' facts (kernel, OS, the driver they run)."""
-    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(contract))
+    live = fleet.cluster.gpu_nodes(selector, reads.for_contract(state.contract))
     require_gpu_nodes(len(live), f"in the cluster at {fleet.host}", selector, allow_empty)
-    found = operator_contract.wants(contract, live)
+    found = desired.wants(state, live)
     moving = list(rollout.moving(found.wants))
     pods = fleet.pods_on_nodes(moving)
     moves = rollout.moves(found.wants, {}, images, pods, fleet.budgets() if moving else [], force=force)
     moves = gates.on_moves(moves, pods, live)
     code = FINDINGS if any(move.blocked for move in moves) or found.notes else OK
     if output.structured:
-        print(document.text(moves_json(moves, found, images, code == OK), output))
+        print(
+            document.text(
+                {**moves_json(moves, found, images, code == OK), "desired": state.as_json()}, output
+            )
+        )
     else:
         print(moves_text(moves, found, images))
     return code

@@ -12,21 +12,20 @@ from __future__ import annotations
 import contextlib
 import queue
 from collections.abc import Collection, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
-from reconciler.adapters import kube
+from reconciler.adapters import desired, kube
 from reconciler.adapters.cluster import gpu_operator, label_selector, node_watch, operator_fleet
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost
-from reconciler.adapters.files import operator_contract
 from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK, cuda_gates, driver_resources, upgrades
 from reconciler.commands.settings import ApplySettings
 from reconciler.core import audit, supervise
 from reconciler.core.audit import AuditResult
 from reconciler.core.budget import Budget, Pod
+from reconciler.core.desired import HELM_KINDS, Desired
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract, DriverResource, Kind, Mode
+from reconciler.core.operator import Contract, Kind, Mode
 from reconciler.core.staging import Sighting, Staging
 from reconciler.core.supervise import HELD, NodeFacts
 from reconciler.core.tags import GPU_PRESENT
@@ -36,33 +35,29 @@ from reconciler.errors import GpudrvError
 RECONNECT_SECONDS = 180.0
 
 
-def wanted(from_dir: Path) -> bool:
-    """Does DIR declare the GPU Operator's driver resources (operator mode)?"""
-    return bool(operator_contract.load_resources(from_dir))
-
-
-def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record | None = None) -> int:
-    """The staged rollout; `record` (-o json, yaml, github) gets the outcome of each node it moves."""
+def run(
+    settings: ApplySettings, state: Desired, options: kube.Options, record: upgrades.Record | None = None
+) -> int:
+    """The staged rollout of `state` (adapters/desired.py: operator mode); `record` (-o json, yaml,
+    github) gets the outcome of each node it moves."""
     record = record or upgrades.Record()
-    declared = operator_contract.load_resources(settings.from_dir)
     images = upgrades.load_images(settings.matrix, settings.merged_ref)
     fleet = upgrades.connect(options)
     if settings.release:
         return _release_all(fleet, settings, record)
-    version = settings.operator_version or gpu_operator.live_operator_version(fleet.gateway)
-    contract = operator_contract.offline_contract(settings.from_dir, version)
-    record.mode = str(contract.mode)
+    state = desired.on_cluster(state, fleet.gateway)
+    record.mode, record.desired = str(state.mode), state.as_json()
+    settings = _helm_owned(settings, state)
+    contract = state.contract
     rules = _policy(fleet, contract)
-    cluster = ClusterStaging(fleet, contract, declared, settings.selector, images.working)
+    cluster = ClusterStaging(fleet, state, settings.selector, images.working)
     staging = Staging(cluster, SystemHost(), Printed(record), settings, rules=rules, images=images)
     facts = staging.start()
     if not facts and not settings.allow_empty:
         matching = f" matching -l {settings.selector.text()}" if settings.selector else ""
         where = f"in the cluster at {fleet.host}{matching} is selected by the driver resources in"
         raise no_gpu_node(f"no GPU node {where} {settings.from_dir}")
-    refused = cuda_gates.operator_refusals(
-        fleet, contract, settings.selector, settings.registry_images == "on"
-    )
+    refused = cuda_gates.operator_refusals(fleet, state, settings.selector, settings.registry_images == "on")
     for name, detail in refused:
         _say(f"{name}: cuda gate: {detail}")
         record.note(name, "blocked", detail)
@@ -70,6 +65,19 @@ def run(settings: ApplySettings, options: kube.Options, record: upgrades.Record 
         _say("nothing was changed")
         return FINDINGS
     return OK if staging.run() else FINDINGS
+
+
+def _helm_owned(settings: ApplySettings, state: Desired) -> ApplySettings:
+    """Resources a Helm installation renders are Helm's (or its GitOps engine's) to write, never
+    gpudrv's: without --hold, apply waits for that sync (--await-sync) and says so."""
+    if not state.helm_owned or not settings.applies:
+        return settings
+    owners = ", ".join(dict.fromkeys(source.where for source in state.sources if source.kind in HELM_KINDS))
+    _say(
+        f"the driver resources are rendered from Helm values ({owners}): gpudrv never applies them; it "
+        "holds the moving nodes and waits for Helm or the GitOps engine to apply them (--await-sync)"
+    )
+    return replace(settings, await_sync=True)
 
 
 def _say(line: str) -> None:
@@ -149,14 +157,12 @@ class ClusterStaging:
     """The rollout's reads and writes on a cluster (core.staging.StagingFleet)."""
 
     def __init__(
-        self,
-        fleet: Fleet,
-        contract: Contract,
-        declared: list[DriverResource],
-        selector: LabelSelector | None,
-        working: frozenset[str],
+        self, fleet: Fleet, state: Desired, selector: LabelSelector | None, working: frozenset[str]
     ) -> None:
-        self.fleet, self.gateway, self.contract, self.declared = fleet, fleet.gateway, contract, declared
+        self.fleet, self.gateway, self.state, self.contract = fleet, fleet.gateway, state, state.contract
+        # What gpudrv compares with the cluster: the declared resources and the rendered ones (those
+        # only awaited, never applied: see _helm_owned).
+        self.declared = [*state.declared, *state.rendered]
         self.selector, self.working = selector, working  # the matrix's tags in the working tree
         self.found: list[driver_resources.Change] = []
 
@@ -164,7 +170,7 @@ class ClusterStaging:
         """One consistent look at every GPU node the desired resources select."""
         gateway = self.gateway
         live = self.fleet.gpu_nodes(self.selector)
-        found = operator_contract.wants(self.contract, [item.node for item in live])
+        found = desired.wants(self.state, [item.node for item in live])
         by_name = {item.node.name: item for item in live}
         drivers = operator_fleet.driver_pods(gateway, self.contract.mode)
         validators = operator_fleet.validator_pods(gateway)
@@ -255,4 +261,4 @@ class ClusterStaging:
 
     def audit(self) -> AuditResult:
         live = [item.node for item in self.fleet.gpu_nodes(self.selector)]
-        return audit.audit_wants(operator_contract.wants(self.contract, live), self.working)
+        return audit.audit_wants(desired.wants(self.state, live), self.working)

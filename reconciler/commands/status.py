@@ -8,8 +8,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from reconciler.adapters import desired
 from reconciler.adapters.cluster.fleet import Fleet
-from reconciler.adapters.files import declared_nodes, manifests, operator_contract
+from reconciler.adapters.files import declared_nodes, manifests
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import ERROR, OK, Output, clusters, cuda_gates, fleet_page
 from reconciler.commands.clusters import Target
@@ -50,23 +51,23 @@ def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, out
 
 def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) -> list[Row]:
     in_matrix = valid_matrix(matrix_path).tags()
-    desired = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
+    declared = {node.name: node for node in manifests.load_nodes(from_dir)} if from_dir else {}
     contract = source.contract()
     fleet = Fleet(source.live.gateway)
     live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(live))
     budgets = fleet.budgets() if live else []
-    found = operator_contract.wants(contract, [node.node for node in live])
+    found = desired.wants(source.desired, [node.node for node in live])
     wants = {want.node.name: want for want in found.wants}
     upcoming = upcoming_by_node(found, in_matrix)
     # One pod list for every node a budget may hold, not a request per node.
-    held = [node.name for node in live if _drain_ahead(node, desired.get(node.name))]
+    held = [node.name for node in live if _drain_ahead(node, declared.get(node.name))]
     pods = fleet.pods_on_nodes(held)
     return [
         replace(
             _row(
                 node,
-                desired.get(node.name),
+                declared.get(node.name),
                 wants[node.name],
                 in_matrix=in_matrix,
                 budgets=budgets,
@@ -179,7 +180,7 @@ def report_facts(source: NodeSource, in_matrix: frozenset[str], cluster: str | N
     contract = source.contract()
     nodes = sorted(source.gpu_nodes(reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(nodes))
-    found = operator_contract.wants(contract, nodes)
+    found = desired.wants(source.desired, nodes)
     result = audit.audit_wants(found, in_matrix)
     upcoming = upcoming_by_node(found, in_matrix)
     per_node = [
@@ -199,10 +200,10 @@ def report_facts(source: NodeSource, in_matrix: frozenset[str], cluster: str | N
 def page_parts(source: NodeSource, registry_images: bool) -> fleet_page.Parts:
     """What the fleet page shows of one place: its GPU nodes and their images, what holds them, and
     (live) the CUDA workloads on them."""
-    contract = source.contract()
+    state = source.desired  # the resources first: a broken one is said before any node is read
     live = sorted(_report_nodes(source), key=lambda node: node.name)
     source.require(len(live))
-    found = operator_contract.wants(contract, [n.node for n in live])
+    found = desired.wants(state, [n.node for n in live])
     if source.from_dir is not None:
         return fleet_page.Parts(found, live, reasons_by_node({node.name: node.annotations for node in live}))
     fleet = Fleet(source.live.gateway)

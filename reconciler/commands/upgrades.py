@@ -27,21 +27,21 @@ from reconciler.render.upgrades import applied_json
 
 
 @dataclass(frozen=True)
-class Desired:
+class Declared:
     nodes: list[Node]
     budgets: list[Budget]
 
 
-def load_desired(from_dir: Path, selector: LabelSelector | None = None) -> Desired:
+def load_declared(from_dir: Path, selector: LabelSelector | None = None) -> Declared:
     """The declared nodes (those whose declared labels `selector` matches) and budgets."""
     nodes = manifests.load_nodes(from_dir)
     if selector is not None:
         nodes = [node for node in nodes if selector.matches(node.labels)]
-    return Desired(nodes, manifests.load_budget_specs(from_dir))
+    return Declared(nodes, manifests.load_budget_specs(from_dir))
 
 
 def require_declared(
-    desired: Desired, from_dir: Path, selector: LabelSelector | None, allow_empty: bool
+    desired: Declared, from_dir: Path, selector: LabelSelector | None, allow_empty: bool
 ) -> None:
     """Lab mode plans the declared GPU nodes: none (a wrong --from, a -l that matches none) is exit 2."""
     count = sum(node.gpu_present for node in desired.nodes)
@@ -90,7 +90,7 @@ class Live:
         return [live.node for live in self.nodes.values()]
 
 
-def read_live(fleet: Fleet, desired: Desired) -> Live:
+def read_live(fleet: Fleet, desired: Declared) -> Live:
     """The GPU nodes, the declared nodes that are not (yet) GPU nodes, the pods on every node to
     upgrade and the budgets: a constant number of requests whatever the fleet's size."""
     nodes = {node.name: node for node in fleet.gpu_nodes(labels=reads.FLEET)}
@@ -106,7 +106,7 @@ def _may_upgrade(declared: Node, live: LiveNode | None) -> bool:
 
 
 def plans_with_history(
-    desired: Desired, live: Live, images: Images, force: bool, matrix_path: Path, *, cuda: bool = True
+    desired: Declared, live: Live, images: Images, force: bool, matrix_path: Path, *, cuda: bool = True
 ) -> tuple[list[NodePlan], Images]:
     """The plans, with the image gate naming the commit each passing target tag arrived in."""
     images = with_since(images, make_plans(desired, live, images, force), matrix_path)
@@ -114,7 +114,7 @@ def plans_with_history(
 
 
 def make_plans(
-    desired: Desired, live: Live, images: Images, force: bool, gates: cuda_gates.Gates | None = None
+    desired: Declared, live: Live, images: Images, force: bool, gates: cuda_gates.Gates | None = None
 ) -> list[NodePlan]:
     """Each declared node's plan; with `gates`, the CUDA gate of the pods on it (images read once)."""
     found = [
@@ -145,6 +145,7 @@ class Record:
     """What an apply (or a drain) did, filled in as it goes: each node's outcome, the final audit."""
 
     mode: str | None = None  # apply's: lab, or the GPU Operator's resource kind
+    desired: dict[str, Any] | None = None  # apply's: the desired state it read (core/desired.py as_json)
     nodes: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name: (outcome, detail)
     audit: AuditResult | None = None
 
@@ -159,7 +160,9 @@ def as_data(output: Output, kind: str, run: Callable[[Record], int], **fields: A
     last = _LastLine(sys.stderr)
     with contextlib.redirect_stdout(last):
         code = run(record)
-    mode = {"mode": record.mode} if record.mode is not None else {}
+    mode: dict[str, Any] = {"mode": record.mode} if record.mode is not None else {}
+    if record.desired is not None:
+        mode["desired"] = record.desired
     data = applied_json(kind, code == OK, last.line, record.nodes, record.audit, **mode, **fields)
     print(document.text(data, output))
     return code

@@ -27,8 +27,21 @@ NO_DATA = {"init", "reconcile", "probe"}
 
 
 def schema(kind: str) -> dict[str, Any]:
-    loaded: dict[str, Any] = json.loads((SCHEMAS / f"{kind}.schema.json").read_text())
+    """The kind's schema, its references to the shared schemas beside it (../desired-state.schema.json)
+    resolved in place, as a validator given the schemas folder would."""
+    loaded: dict[str, Any] = resolved(json.loads((SCHEMAS / f"{kind}.schema.json").read_text()))
     return loaded
+
+
+def resolved(value: Any) -> Any:
+    if isinstance(value, dict):
+        if isinstance(value.get("$ref"), str) and value["$ref"].startswith("../"):
+            shared = json.loads((SCHEMAS.parent / value["$ref"].removeprefix("../")).read_text())
+            return {key: item for key, item in shared.items() if key not in ("$schema", "$id")}
+        return {key: resolved(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [resolved(item) for item in value]
+    return value
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ DATA = [
     "data/gpu-operator-chart.json",
 ]
 SCHEMAS = [
+    "desired-state.schema.json",
     "gpudrv-config.schema.json",
     "matrix-row.schema.json",
     "node-manifest.schema.json",

@@ -18,9 +18,7 @@ at the same template line, for the same reason.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -32,11 +30,10 @@ import yaml
 from reconciler.adapters.files import yaml_load
 from reconciler.adapters.helm import chart_data
 from reconciler.core import helm_chart
+from tests.helm import chart
 
 pytestmark = pytest.mark.helm
 
-REPO = Path(__file__).resolve().parents[2]
-OPERATOR_MODULE = "github.com/NVIDIA/gpu-operator"
 CHARTS = chart_data.charts()
 # The counts the report gives; printed by the summary test.
 COMPARED: dict[str, int] = {}
@@ -44,39 +41,13 @@ COMPARED: dict[str, int] = {}
 
 @pytest.fixture(scope="session")
 def helm_bin() -> Path:
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "helm"), "build"], capture_output=True, text=True, check=False, timeout=3600
-    )
-    assert proc.returncode == 0, f"scripts/helm build failed:\n{proc.stderr[-3000:]}"
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-def operator_module_version() -> str:
-    text = (REPO / "tests" / "operator" / "go.mod").read_text()
-    m = re.search(rf"^\s*{re.escape(OPERATOR_MODULE)}\s+(v\S+)", text, re.M)
-    assert m, "tests/operator/go.mod pins no gpu-operator"
-    return m.group(1)
+    return chart.helm_binary()
 
 
 @pytest.fixture(scope="session")
 def chart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A writable copy of the pinned module's chart (downloaded from the proxy if not cached)."""
-    proc = subprocess.run(
-        ["go", "mod", "download", "-json", f"{OPERATOR_MODULE}@{operator_module_version()}"],
-        cwd=REPO / "tests" / "operator",
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    source = Path(json.loads(proc.stdout)["Dir"]) / "deployments" / "gpu-operator"
-    copy = tmp_path_factory.mktemp("chart") / "gpu-operator"
-    shutil.copytree(source, copy)
-    for p in [copy, *copy.rglob("*")]:
-        p.chmod(0o755 if p.is_dir() else 0o644)
-    assert (copy / "charts" / "node-feature-discovery" / "Chart.yaml").is_file()
-    return copy
+    return chart.chart_copy(tmp_path_factory.mktemp("chart"))
 
 
 @pytest.fixture(scope="session")
@@ -101,8 +72,7 @@ _GoYamlLoader.add_implicit_resolver(
 
 
 def helm_template(helm: Path, chart: Path, files: list[Path], home: Path) -> tuple[list[dict[str, Any]], str]:
-    env = dict(os.environ, HELM_CACHE_HOME=str(home / "cache"), HELM_CONFIG_HOME=str(home / "config"))
-    env["HELM_DATA_HOME"] = str(home / "data")
+    env = chart.helm_env(home)
     args = [str(helm), "template", "gpu-operator", str(chart), "--namespace", "gpu-operator"]
     for f in files:
         args += ["-f", str(f)]

@@ -44,7 +44,7 @@ def test_plan_and_diff_read_nodes_and_budgets_with_one_parse(lab: Path, parses: 
     (lab / "clusters/lab/pdb.yaml").write_text(
         "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: b\nspec:\n  minAvailable: 1\n"
     )
-    desired = upgrades.load_desired(lab / "clusters/lab")
+    desired = upgrades.load_declared(lab / "clusters/lab")
     assert desired.budgets and desired.nodes
     assert set(parses.values()) == {1}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import operator, os_tags, preflight, tags
+from reconciler.core import driver_images, operator, os_tags, preflight, tags
 from reconciler.core.audit import Status
 from reconciler.core.operator import Contract, Mode, resource
 from reconciler.core.tags import KERNEL, NEXT_KERNEL, OS_ID, OS_VERSION_ID, Node
@@ -166,7 +166,7 @@ def test_a_major_only_pool_skips_a_node_without_the_major_label() -> None:
 
 
 def test_the_registry_names_the_reference_it_looked_up() -> None:
-    found = operator_contract.wants(LAB, preflight.on_kernel([gpu("a")], K))
+    found = driver_images.wants(LAB, preflight.on_kernel([gpu("a")], K))
     result = preflight.decide(found, K, frozenset(), "registry.example.com/nvidia/driver")
     [pool] = result.pools
     assert pool.wanted == f"registry.example.com/nvidia/driver:550-{K}-ubuntu22.04"

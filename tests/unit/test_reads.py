@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reconciler.adapters import kube
+from reconciler.adapters import desired, kube
 from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.commands.explain import load_table
@@ -55,7 +55,7 @@ def pooled_contract() -> operator.Contract:
     return operator.contract(resources, operator_contract.rule_for(None)[0])
 
 
-CONTRACTS = [(fleet, operator_contract.offline_contract(fleet, None)) for fleet in FLEETS]
+CONTRACTS = [(fleet, desired.from_git(fleet, desired.Pins(), quiet=True).contract) for fleet in FLEETS]
 CONTRACTS.append((FLEETS[2], pooled_contract()))
 KEYS = sorted(
     label_keys_in_core()

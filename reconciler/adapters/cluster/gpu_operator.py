@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.adapters.files.operator_contract import checked, rule_for, rules
-from reconciler.core import driver_images, operator, os_tags
-from reconciler.core.operator import Contract, DriverResource, Kind
+from reconciler.core import driver_images, operator
+from reconciler.core.operator import DriverResource, Kind
 from reconciler.errors import GpudrvError
 
 OPERATOR_SELECTOR = "app.kubernetes.io/component=gpu-operator"  # the Helm chart's and OLM's pod label
@@ -61,25 +60,6 @@ def live_operator_version(gateway: kube.Gateway) -> str | None:
             if "gpu-operator" in image and tag:
                 return tag
     return None
-
-
-def live_contract(gateway: kube.Gateway, operator_version: str | None) -> Contract:
-    """The contract of the live cluster, with the rule of the operator release that runs there (or
-    the one given); a running operator whose image tag is no release needs --operator-version."""
-    resources = live_resources(gateway)
-    version = operator_version
-    if version is None and resources:
-        version = live_operator_version(gateway)
-        if version is not None:
-            try:
-                rules().for_version(version)
-            except os_tags.RuleError as exc:
-                raise GpudrvError(
-                    f"the GPU Operator in the cluster at {gateway.host} runs image tag {version!r}: {exc}; "
-                    "pass --operator-version"
-                ) from None
-    rule, release = rule_for(version)
-    return checked(resources, rule, release)
 
 
 # --- who owns the upgrade state label ------------------------------------------------------------------

@@ -6,15 +6,14 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from reconciler.adapters import files, git
-from reconciler.adapters.files import config, operator_contract
+from reconciler.adapters import desired, files, git
+from reconciler.adapters.files import config
 from reconciler.adapters.helm import values_files
+from reconciler.core.desired import Desired
 from reconciler.errors import GpudrvError
 
 
-def offline_at(
-    ref: str, folder: Path, config_path: Path | None, flag: str | None
-) -> operator_contract.Offline | None:
+def desired_at(ref: str, folder: Path, config_path: Path | None, flag: str | None) -> Desired | None:
     """The contract at `ref` (--operator-version, `flag`, wins there too); None when the folder was
     not there. The tree is read from git into a temporary directory, never checked out."""
     repo = git.open_repo(files.absolute(folder), shown=folder)
@@ -26,12 +25,15 @@ def offline_at(
         if not base_folder.is_dir():
             return None
         settings = _settings(root, None if config_path is None else git.repo_path(repo, config_path))
-        pins = operator_contract.Pins(
-            flag=flag, config=None if flag else settings.operator_version, helm=settings.helm
+        pins = desired.Pins(
+            flag=flag,
+            config=None if flag else settings.operator_version,
+            helm=settings.helm,
+            config_origin=f"{ref}:{config_path}",
         )
         top = Path(repo.working_tree_dir or ".")
         try:
-            return operator_contract.offline(
+            return desired.from_git(
                 base_folder, pins, root=root, remote_urls=lambda: values_files.remotes(top), quiet=True
             )
         except GpudrvError as exc:

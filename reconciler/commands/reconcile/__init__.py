@@ -16,10 +16,10 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reconciler.adapters import git, kube
-from reconciler.adapters.cluster import Cluster, gpu_operator, reviews
+from reconciler.adapters import desired, git, kube
+from reconciler.adapters.cluster import Cluster, reviews
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
-from reconciler.adapters.files import config, operator_contract
+from reconciler.adapters.files import config
 from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
@@ -146,8 +146,8 @@ def once(settings: Settings, options: kube.Options) -> int:
     git.check_out(checkout, commit)
     snapshot = load_snapshot(checkout, commit, settings)
     gateway = kube.connect(options)
-    contract = gpu_operator.live_contract(gateway, snapshot.operator_version)
-    found = operator_contract.wants(contract, Cluster(gateway).gpu_nodes())
+    state = desired.from_cluster(gateway, desired.Pins(flag=snapshot.operator_version))
+    found = desired.wants(state, Cluster(gateway).gpu_nodes())
     result = audit_wants(found, snapshot.tags)
     sink = EventSink(gateway, settings.event_refresh).start()
     where = f"{snapshot.matrix} at {commit[:12]}"

@@ -24,8 +24,7 @@ import signal
 import time
 from types import FrameType
 
-from reconciler.adapters import git, kube
-from reconciler.adapters.cluster import gpu_operator
+from reconciler.adapters import desired, git, kube
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
 from reconciler.adapters.cluster.lease import Elector, LeaseLock
 from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed, NodeWatch
@@ -140,7 +139,7 @@ class LiveCluster:
 
     def contract(self, operator_version: str | None) -> Contract:
         try:
-            return gpu_operator.live_contract(self.gateway, operator_version)
+            return desired.from_cluster(self.gateway, desired.Pins(flag=operator_version)).contract
         except (GpudrvError, kube.ApiError, kube.Unreachable) as exc:
             raise Unreadable(str(exc)) from exc
 
