@@ -27,7 +27,8 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
             audit.annotate(result, matrix_path), audit.summary(result, matrix_path), audit.closing(result)
         )
     elif output.structured:
-        print(document.text(audit.as_json(result, matrix=str(matrix_path)), output))
+        data = audit.as_json(result, matrix=str(matrix_path))
+        print(document.text({**data, "desired": source.desired.as_json()}, output))
     else:
         against = audit.images_in(len(tags), str(matrix_path))
         print(audit.as_text(result, against))

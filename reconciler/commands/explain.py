@@ -48,7 +48,8 @@ def run(
     if output is Output.GITHUB:
         github.publish(explain.annotate(reports), explain.summary(reports), explain.closing(reports))
     elif output.structured:
-        print(document.text(explain.as_json(reports, code == OK), output))
+        data = explain.as_json(reports, code == OK)
+        print(document.text({**data, "desired": source.desired.as_json()}, output))
     else:
         print(explain.as_text(reports))
     return code

@@ -16,6 +16,7 @@ from __future__ import annotations
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from reconciler.adapters.ci import github
 from reconciler.adapters.files import matrix_file, schemas
@@ -62,7 +63,7 @@ def run(
         )  # fmt: skip
         if not dry_run:
             planned = _carry_out(planned, up, to, matrix_path, concurrency)
-    _print(planned, output)
+    _print(planned, output, source.desired.as_json())
     return OK if planned.ok else FINDINGS
 
 
@@ -110,7 +111,7 @@ def _build_matrix(result: Fill) -> dict[str, list[dict[str, str]]]:
         raise GpudrvError(f"the build plan: {exc}") from None
 
 
-def _print(result: Fill, output: Output) -> None:
+def _print(result: Fill, output: Output, desired: dict[str, Any]) -> None:
     if output is Output.GITHUB_MATRIX:  # stdout is the workflow's JSON; the lines for people go to stderr
         build_matrix = _build_matrix(result)
         print(fill.as_text(result), file=sys.stderr)
@@ -118,6 +119,6 @@ def _print(result: Fill, output: Output) -> None:
     elif output is Output.GITHUB:
         github.publish(fill.notes(result), fill.summary(result), fill.closing(result))
     elif output.structured:
-        print(document.text(fill.as_json(result), output))
+        print(document.text({**fill.as_json(result), "desired": desired}, output))
     else:
         print(fill.as_text(result))

@@ -21,13 +21,11 @@ from reconciler.core import matrix
 from reconciler.core.driver_images import Wants
 from reconciler.core.impact import Impact, Side, impact_sides, impact_wants
 from reconciler.core.tags import ImageKey
-from reconciler.render import impact
+from reconciler.render import document, impact
 
 RENDER: dict[Output, Callable[[Impact, str, str], str]] = {
     Output.TEXT: impact.as_text,
     Output.MARKDOWN: impact.as_markdown,
-    Output.JSON: impact.json_text,
-    Output.YAML: impact.yaml_text,
 }
 
 
@@ -50,6 +48,9 @@ def run(
         github.publish(
             impact.annotate(result, context), impact.summary(result, base, repo_path), impact.closing(result)
         )
+    elif output.structured:
+        data = impact.as_json(result, base, repo_path)
+        print(document.text({**data, "desired": source.desired.as_json()}, output))
     else:
         print(RENDER[output](result, base, repo_path))
     return FINDINGS if result.failed else OK

@@ -44,7 +44,7 @@ def run(
     if output is Output.GITHUB:
         github.publish(annotate(result, against), summary(result, against), closing(result))
     elif output.structured:
-        print(document.text(as_json(result, against), output))
+        print(document.text({**as_json(result, against), "desired": source.desired.as_json()}, output))
     else:
         print(as_text(result, against))
     return OK if result.ok else FINDINGS

@@ -45,7 +45,10 @@ from reconciler.render.upgrades import (
 
 def run_status(from_dir: Path | None, matrix_path: Path, source: NodeSource, output: Output) -> int:
     rows = status_rows(from_dir, matrix_path, source)
-    print(document.text(status_json(rows), output) if output.structured else status_table(rows))
+    if output.structured:
+        print(document.text({**status_json(rows), "desired": source.desired.as_json()}, output))
+    else:
+        print(status_table(rows))
     return OK
 
 
@@ -161,7 +164,10 @@ def run_report(matrix_path: Path, source: NodeSource, output: Output, registry_i
         return fleet_page.run(matrix_path, parsed, page_parts(source, registry_images), source=source)
     facts = report_facts(source, parsed.tags())
     data = report_json(facts.nodes, facts.skew, len(parsed.rows), facts.next_skew)
-    print(document.text(data, output) if output.structured else report_text(data))
+    if output.structured:
+        print(document.text({**data, "desired": source.desired.as_json()}, output))
+    else:
+        print(report_text(data))
     return OK
 
 

@@ -19,7 +19,9 @@ def run(node_name: str, source: NodeSource, output: Output = Output.TEXT) -> int
     if want.tag is None:
         raise GpudrvError(f"node {node.name}: {want.reason}")
     if output.structured:
-        data = document.document("tag", True, node=node.name, tag=want.tag, image=want.image)
+        data = document.document(
+            "tag", True, node=node.name, tag=want.tag, image=want.image, desired=source.desired.as_json()
+        )
         print(document.text(data, output))
     else:
         print(want.tag)

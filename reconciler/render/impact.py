@@ -121,14 +121,6 @@ def _node(node: NodeImpact) -> dict[str, Any]:
     }
 
 
-def json_text(result: Impact, base: str, path: str) -> str:
-    return document.text(as_json(result, base, path), "json")
-
-
-def yaml_text(result: Impact, base: str, path: str) -> str:
-    return document.text(as_json(result, base, path), "yaml")
-
-
 # --- GitHub: the matrix file for a removed row a node still needs, the line of a row that helps ----
 
 

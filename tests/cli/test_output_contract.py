@@ -18,8 +18,8 @@ import yaml
 from reconciler import cli
 from tests.conftest import REPO, git, run_main
 from tests.hostile.fake_api import Answer, FakeApi, Request
+from tests.schemas import SCHEMAS, output_schema
 
-SCHEMAS = REPO / "schemas" / "output"
 # Commands that print no results to read: init writes a repository, reconcile runs a loop (its
 # --check-access has -o json, checked below); probe's output is NFD's feature-file format, which is
 # the data. Anything else without -o json fails this file.
@@ -27,21 +27,7 @@ NO_DATA = {"init", "reconcile", "probe"}
 
 
 def schema(kind: str) -> dict[str, Any]:
-    """The kind's schema, its references to the shared schemas beside it (../desired-state.schema.json)
-    resolved in place, as a validator given the schemas folder would."""
-    loaded: dict[str, Any] = resolved(json.loads((SCHEMAS / f"{kind}.schema.json").read_text()))
-    return loaded
-
-
-def resolved(value: Any) -> Any:
-    if isinstance(value, dict):
-        if isinstance(value.get("$ref"), str) and value["$ref"].startswith("../"):
-            shared = json.loads((SCHEMAS.parent / value["$ref"].removeprefix("../")).read_text())
-            return {key: item for key, item in shared.items() if key not in ("$schema", "$id")}
-        return {key: resolved(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [resolved(item) for item in value]
-    return value
+    return output_schema(kind)
 
 
 @pytest.fixture

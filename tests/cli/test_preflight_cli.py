@@ -18,7 +18,8 @@ from reconciler.core.registry import Repository
 from tests.cli import test_workflow_commands
 from tests.cli.test_bad_input import assert_one_line_error, edit_label
 from tests.cli.test_workflow_commands import assert_outcome
-from tests.conftest import REPO, run_main
+from tests.conftest import run_main
+from tests.schemas import output_schema
 
 K = "6.8.0-60-generic"
 LAB = "clusters/lab"
@@ -26,7 +27,7 @@ POOLS = "clusters/gpu-operator-pools"
 POLICY = "clusters/gpu-operator"
 OPERATOR_MATRIX = "matrix/gpu-operator.csv"
 REPOSITORY = "registry.example.com/nvidia/driver"
-SCHEMA = json.loads((REPO / "schemas/output/preflight.schema.json").read_text())
+SCHEMA = output_schema("preflight")
 
 
 def add_rows(lab: Path, path: str, *rows: str) -> None:

@@ -18,6 +18,7 @@ import pytest
 from tests.conftest import run_main
 from tests.registry import harness
 from tests.registry.harness import PASSWORD, PUSHER, PUSHER_PASSWORD, USER, Registry
+from tests.schemas import output_schema
 
 pytestmark = pytest.mark.registry
 
@@ -72,7 +73,7 @@ def test_a_fill_copies_three_tags_and_adds_their_rows(
     done = fill(work, env, upstream, target, "-o", "json")
     assert done.returncode == 0, done.stderr
     document = as_json(done)
-    schema = json.loads((REPO / "schemas" / "output" / "matrix-fill.schema.json").read_text())
+    schema = output_schema("matrix-fill")
     jsonschema.validate(document, schema)
     assert document["ok"] is True
     assert [(image["action"], image["tag"], image["added"]) for image in document["images"]] == [

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import jsonschema
@@ -14,6 +13,7 @@ from reconciler.core.fill import Action, Done, Fill
 from reconciler.core.oci_image import Transfer
 from reconciler.core.registry import parse_repository
 from reconciler.render.fill import as_json, as_text, closing, notes, summary
+from tests.schemas import output_schema
 from tests.unit.test_audit import gpu
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_everything_filled_is_ok_and_nothing_to_fill_says_so() -> None:
 
 
 def test_json_follows_its_schema_and_names_the_open_images() -> None:
-    schema = json.loads((REPO / "schemas" / "output" / "matrix-fill.schema.json").read_text())
+    schema = output_schema("matrix-fill")
     for result in (planned(dry_run=True), carried_out(), carried_out(error="refused")):
         document = as_json(result)
         jsonschema.validate(document, schema)
