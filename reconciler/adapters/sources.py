@@ -48,6 +48,7 @@ class NodeSource:
     allow_empty: bool = False  # --allow-empty: no GPU node is a result, not an error
     version_from_config: bool = False  # operator_version is gpudrv.yaml's, not --operator-version
     helm: config.HelmValues | None = None  # gpudrv.yaml's helm: values files and chart version
+    desired_dir: Path | None = None  # live nodes, the desired state in git there (status --from)
 
     @property
     def pins(self) -> desired.Pins:
@@ -63,6 +64,8 @@ class NodeSource:
         if found is None:
             if self.from_dir is not None:
                 found = desired.from_git(self.from_dir, self.pins)
+            elif self.desired_dir is not None:
+                found = desired.on_cluster(desired.from_git(self.desired_dir, self.pins), self.live.gateway)
             else:
                 found = desired.from_cluster(self.live.gateway, self.pins)
             self.__dict__["_desired"] = found

@@ -279,6 +279,7 @@ def _add_diff_command(commands: SubParsers, selector: argparse.ArgumentParser) -
         help="manifests in git (default: gpudrv.yaml's fleet)",
     )
     cluster_options(diff_cmd)
+    add(diff_cmd, ApplySettings, "operator_version")  # the rule the desired resources' images follow
     diff_cmd.set_defaults(handler="diff")
 
 

@@ -73,7 +73,7 @@ def _dry_run(
     for plan in plans:
         refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
         outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
-        record.note(plan.node, outcome, refused)
+        record.note(plan.node, outcome, refused or (plan.target_tag if outcome == "planned" else None))
     print(plan_text(plans, images))
     for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
         print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")

@@ -25,7 +25,7 @@ from reconciler.core.audit import AuditResult
 from reconciler.core.budget import Budget, Pod
 from reconciler.core.desired import HELM_KINDS, Desired
 from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract, Kind, Mode
+from reconciler.core.operator import Kind, Mode
 from reconciler.core.staging import Sighting, Staging
 from reconciler.core.supervise import HELD, NodeFacts
 from reconciler.core.tags import GPU_PRESENT
@@ -48,8 +48,7 @@ def run(
     state = desired.on_cluster(state, fleet.gateway)
     record.mode, record.desired = str(state.mode), state.as_json()
     settings = _helm_owned(settings, state)
-    contract = state.contract
-    rules = _policy(fleet, contract)
+    rules = _policy(fleet, state)
     cluster = ClusterStaging(fleet, state, settings.selector, images.working)
     staging = Staging(cluster, SystemHost(), Printed(record), settings, rules=rules, images=images)
     facts = staging.start()
@@ -84,9 +83,10 @@ def _say(line: str) -> None:
     print(line, flush=True)
 
 
-def _policy(fleet: Fleet, contract: Contract) -> supervise.Policy:
-    """The upgrade policy the operator will follow: the ClusterPolicy in git, else the live one."""
-    policies = [item for item in contract.resources if item.kind is Kind.CLUSTER_POLICY]
+def _policy(fleet: Fleet, state: Desired) -> supervise.Policy:
+    """The upgrade policy the operator will follow: the ClusterPolicy in git (the one that hands over to
+    NVIDIADrivers too), else the live one."""
+    policies = [item for item in (*state.declared, *state.rendered) if item.kind is Kind.CLUSTER_POLICY]
     if not policies:
         policies = [
             item for item in gpu_operator.live_resources(fleet.gateway) if item.kind is Kind.CLUSTER_POLICY

@@ -25,6 +25,7 @@ from reconciler.core import (
     tags,
     upgrade,
 )
+from reconciler.core.desired import Desired
 from reconciler.core.driver_images import Want, Wants, kernel_next
 from reconciler.core.fleet_page import reasons_by_node
 from reconciler.core.matrix import Matrix
@@ -60,7 +61,10 @@ def status_rows(from_dir: Path | None, matrix_path: Path, source: NodeSource) ->
     live = sorted(fleet.gpu_nodes(source.selector, reads.for_contract(contract)), key=lambda node: node.name)
     source.require(len(live))
     budgets = fleet.budgets() if live else []
-    found = desired.wants(source.desired, [node.node for node in live])
+    state = source.desired
+    found = desired.wants(
+        state, [_declared_driver(node.node, declared.get(node.name), state) for node in live]
+    )
     wants = {want.node.name: want for want in found.wants}
     upcoming = upcoming_by_node(found, in_matrix)
     # One pod list for every node a budget may hold, not a request per node.
@@ -90,6 +94,15 @@ def upcoming_by_node(found: Wants, in_matrix: frozenset[str]) -> dict[str, Upcom
         status = "OK" if finding is None else str(finding.status)
         found_next[want.node.name] = Upcoming(kernel_next(want), want.tag, status)
     return found_next
+
+
+def _declared_driver(live: Node, declared: Node | None, state: Desired) -> Node:
+    """Lab mode's desired image: the node's live facts (kernel, OS) with the driver its manifest
+    declares, as the operator's resources give theirs; the live node as it is where nothing is declared."""
+    if state.operator or declared is None:
+        return live
+    driver = {key: declared.labels[key] for key in upgrade.DRIVER_KEYS if key in declared.labels}
+    return Node(live.name, {**live.labels, **driver}, live.origin)
 
 
 def _row(

@@ -51,7 +51,7 @@ def expected(namespace: str, node: str) -> dict[str, list[tuple[str, str, tuple[
         "audit": [*resources, *gpu_nodes],
         "report": [*resources, *gpu_nodes],
         "status": [*resources, *live_nodes, *budgets, *pods],
-        "plan": [*operator, *live_nodes, *pods, *budgets],
+        "plan": [*live_nodes, *pods, *budgets],  # lab mode: no operator release to learn
         "diff": [
             ("list", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", ()),
             *resources,
