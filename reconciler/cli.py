@@ -113,33 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _source(args: argparse.Namespace, live: bool = False) -> sources.NodeSource:
-    """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
-    always, for commands whose --from names the desired state instead)."""
-    selector, empty = getattr(args, "selector", None), getattr(args, "allow_empty", False)
-    if live:  # the nodes live; --from, if given, is the desired state in git
-        return sources.NodeSource(
-            None,
-            _options(args),
-            args.operator_version,
-            selector,
-            empty,
-            version_from_config=getattr(args, "version_from_config", False),
-            helm=getattr(args, "helm", None),
-            desired_dir=getattr(args, "from_dir", None),
-        )
-    if args.from_dir and (args.kubeconfig or args.context):
-        raise GpudrvError(
-            f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
-        )
-    return sources.NodeSource(
-        args.from_dir,
-        _options(args),
-        args.operator_version,
-        selector,
-        empty,
-        version_from_config=getattr(args, "version_from_config", False),
-        helm=getattr(args, "helm", None),
-    )
+    return arguments.node_source(args, _options(args), live)
 
 
 # --- the verbs: each imports its module when it runs ----------------------------------------------

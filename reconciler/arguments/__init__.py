@@ -17,8 +17,9 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from reconciler.adapters import desired
+from reconciler.adapters import desired, kube
 from reconciler.adapters.files import config
+from reconciler.adapters.sources import NodeSource
 from reconciler.commands.settings import DEFAULT_MATRIX, ApplySettings
 from reconciler.core import duration, flags, label_selector, tags
 from reconciler.core.flags import Kind
@@ -93,6 +94,25 @@ def pins(args: argparse.Namespace) -> desired.Pins:
         config=version if from_config else None,
         helm=getattr(args, "helm", None),
         config_origin=str(getattr(args, "config_path", None) or "gpudrv.yaml"),
+    )
+
+
+def node_source(args: argparse.Namespace, options: kube.Options, live: bool = False) -> NodeSource:
+    """Nodes from manifests or from the cluster: one or the other, never both (`live`: the cluster
+    always, for commands whose --from names the desired state instead)."""
+    if not live and args.from_dir and (args.kubeconfig or args.context):
+        raise GpudrvError(
+            f"gpudrv {args.command}: --from reads manifests, not the cluster; drop --kubeconfig/--context"
+        )
+    return NodeSource(
+        None if live else args.from_dir,
+        options,
+        args.operator_version,
+        getattr(args, "selector", None),
+        getattr(args, "allow_empty", False),
+        version_from_config=getattr(args, "version_from_config", False),
+        helm=getattr(args, "helm", None),
+        desired_dir=getattr(args, "from_dir", None) if live else None,  # live nodes, git's desired state
     )
 
 

@@ -260,3 +260,18 @@ def test_every_command_reads_the_live_cluster_alike(site: Site, live_policy: Non
     image = f"registry.gpudrv.invalid/nvidia/driver:{fleets.tag(1)}"
     assert f"{fleets.NODES[1]} MISSING {image} (ClusterPolicy/gpu-cluster-policy)" in once.stdout.splitlines()
     assert f"{fleets.NODES[0]} MISSING" not in once.stdout, once.stdout
+
+
+def test_a_plain_apply_on_a_helm_fleet_waits_for_the_engine_and_writes_nothing_of_helms(site: Site) -> None:
+    """The chart's ClusterPolicy is Helm's to write: apply says so, holds the moving nodes but the canary,
+    and waits for the engine's sync (here it never comes: --timeout ends the wait, the holds stay)."""
+    site.root.mkdir()
+    fleets.repository(site.root, SourceKind.FLUX_HELM_RELEASE, labels={TEST_LABEL: site.nodes.id})
+    args = ("apply", *FROM, *MATRIX, *MERGED, *site.selector)
+    waited = site.run(*args, "--timeout", "2s", codes=(1,))
+    assert "the driver resources are rendered from Helm values (fleet/helmrelease.yaml:" in waited.stdout
+    assert "gpudrv never applies them" in waited.stdout
+    assert "timed out after 2s waiting for the GitOps engine to apply the driver resources" in waited.stdout
+    assert "applied ClusterPolicy" not in waited.stdout
+    assert site.kube.run("get", "clusterpolicies", check=False).returncode != 0  # no CRD: nothing was written
+    site.run("apply", "--release", *FROM, *MATRIX, *MERGED, *site.selector)

@@ -39,13 +39,6 @@ def expected(namespace: str, node: str) -> dict[str, list[tuple[str, str, tuple[
     live_nodes = [("list", "/api/v1/nodes", tuple(sorted((CORDONED, GPU)))), *gpu_nodes]
     budgets = [("list", "/apis/policy/v1/poddisruptionbudgets", ())]
     pods = [("list", "/api/v1/pods", ())]
-    operator = [
-        (
-            "list",
-            "/apis/apps/v1/deployments",
-            (("labelSelector", "app.kubernetes.io/component=gpu-operator"), ("limit", "500")),
-        )
-    ]
     return {
         "tag": [*resources, ("get", f"/api/v1/nodes/{node}", ())],
         "audit": [*resources, *gpu_nodes],
