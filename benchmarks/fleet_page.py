@@ -151,7 +151,7 @@ def time_render(root: Path, runs: int) -> tuple[float, int]:
     from reconciler.adapters import git
     from reconciler.adapters.files import declared_nodes, operator_contract
     from reconciler.adapters.sources import valid_matrix
-    from reconciler.core import fleet_page
+    from reconciler.core.views import fleet_page
     from reconciler.render import fleet_page as page
 
     parsed = valid_matrix(root / MATRIX)

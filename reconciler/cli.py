@@ -20,7 +20,7 @@ from reconciler.adapters.kube import Options
 from reconciler.arguments import clusters, groups, verbs
 from reconciler.arguments.reconcile import reconcile_settings
 from reconciler.commands import ERROR, Output
-from reconciler.core import github_text
+from reconciler.core.base import github_text
 from reconciler.errors import GpudrvError
 
 if TYPE_CHECKING:

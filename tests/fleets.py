@@ -1,4 +1,5 @@
-"""One fleet written in every kind of source gpudrv reads (core/desired.py SourceKind), for the command
+"""One fleet written in every kind of source gpudrv reads (core/contract/desired.py SourceKind), for the
+command
 matrix: tests/cli/test_fleet_matrix.py runs the offline commands on each, tests/e2e/test_fleet_matrix_live.py
 the commands that read a cluster. Every kind describes the same two Ubuntu 22.04 GPU nodes, running driver
 550 and wanting precompiled 570, so every command on every kind must name the same images; each kind
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.desired import SourceKind
+from reconciler.core.contract.desired import SourceKind
 
 BRANCH, RUNNING = "570", "550"
 KERNELS = ("5.15.0-119-generic", "6.8.0-45-generic")

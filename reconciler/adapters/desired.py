@@ -1,4 +1,4 @@
-"""The one reading of a fleet's desired state (core/desired.py): built once per command from the
+"""The one reading of a fleet's desired state (core/contract/desired.py): built once per command from the
 settings, from git (`--from DIR`, a folder at a git ref) or from the live cluster, and asked by every
 command for the mode, the operator release and its provenance, and the driver resources.
 
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from reconciler.adapters.files import manifests
 from reconciler.adapters.files.config import HelmValues
 from reconciler.adapters.files.operator_contract import checked, load_resources, located, rules
-from reconciler.core import driver_images, operator, os_tags
-from reconciler.core.desired import (
+from reconciler.core.contract import driver_images, operator
+from reconciler.core.contract.desired import (
     Candidate,
     Desired,
     OperatorVersion,
@@ -28,9 +28,10 @@ from reconciler.core.desired import (
     VersionFrom,
     decide,
 )
-from reconciler.core.driver_images import FleetNote, Wants
-from reconciler.core.operator import DriverResource, Kind
-from reconciler.core.tags import Node
+from reconciler.core.contract.driver_images import FleetNote, Wants
+from reconciler.core.contract.operator import DriverResource, Kind
+from reconciler.core.images import os_tags
+from reconciler.core.images.tags import Node
 from reconciler.errors import GpudrvError
 
 if TYPE_CHECKING:

@@ -9,12 +9,14 @@ from pathlib import Path
 from reconciler.adapters import desired, files, kube
 from reconciler.adapters.cluster import Cluster, connect
 from reconciler.adapters.files import config, manifests, schemas
-from reconciler.core import matrix, preflight, reads
-from reconciler.core.desired import Desired
-from reconciler.core.driver_images import Wants
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Contract
-from reconciler.core.tags import GPU_PRESENT, Node
+from reconciler.core.audit import preflight
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract.desired import Desired
+from reconciler.core.contract.driver_images import Wants
+from reconciler.core.contract.operator import Contract
+from reconciler.core.images import matrix
+from reconciler.core.images.tags import GPU_PRESENT, Node
+from reconciler.core.views import reads
 from reconciler.errors import GpudrvError
 
 
@@ -58,7 +60,8 @@ class NodeSource:
 
     @property
     def desired(self) -> Desired:
-        """The fleet's desired state (core/desired.py), read once per run: git's with --from, else the
+        """The fleet's desired state (core/contract/desired.py), read once per run: git's with --from,
+        else the
         cluster's. Its notes are said once."""
         found: Desired | None = self.__dict__.get("_desired")
         if found is None:

@@ -21,8 +21,9 @@ from reconciler.adapters import desired, kube
 from reconciler.adapters.files import config
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands.settings import DEFAULT_MATRIX, ApplySettings
-from reconciler.core import duration, flags, label_selector, tags
-from reconciler.core.flags import Kind
+from reconciler.core.base import duration, flags, label_selector
+from reconciler.core.base.flags import Kind
+from reconciler.core.images import tags
 from reconciler.errors import GpudrvError
 
 DEFAULT_MANIFESTS = Path("clusters")

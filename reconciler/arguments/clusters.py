@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.files import config
-from reconciler.core.label_selector import LabelSelector
+from reconciler.core.base.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
 
 if TYPE_CHECKING:  # commands/clusters.py is imported only when clusters are picked

@@ -9,7 +9,7 @@ from reconciler.adapters.registry.oci import CONCURRENCY
 from reconciler.arguments import GITHUB_HELP, Group, add, given, path, positive, values
 from reconciler.commands import Output
 from reconciler.commands.settings import ApplySettings, Connection
-from reconciler.core.registry import Repository
+from reconciler.core.images.registry import Repository
 from reconciler.errors import GpudrvError
 
 

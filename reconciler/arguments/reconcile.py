@@ -9,8 +9,8 @@ from typing import Any
 from reconciler.arguments import add
 from reconciler.arguments.groups import cluster_options
 from reconciler.commands.settings import ReconcileSettings
-from reconciler.core import flags
-from reconciler.core.executor import Options
+from reconciler.core.base import flags
+from reconciler.core.lab.executor import Options
 
 REPOSITORY = ("repo", "branch", "interval", "repo_matrix", "repo_fleet", "pinned_operator_version", "workdir",
               "git_token_file", "git_username", "git_ssh_key_file", "git_known_hosts_file")  # fmt: skip
@@ -39,7 +39,7 @@ def reconcile_settings(args: argparse.Namespace) -> Any:
     """The loop's settings from the parsed flags."""
     from reconciler.adapters.git.sync import Credentials, Source, default_directory
     from reconciler.commands.reconcile import Settings, default_identity, default_lease_namespace
-    from reconciler.core.election import Timing
+    from reconciler.core.incluster.election import Timing
 
     given = flags.build(ReconcileSettings, vars(args))
     credentials = Credentials(

@@ -35,8 +35,8 @@ from reconciler.arguments.groups import (
 from reconciler.arguments.reconcile import reconcile_options
 from reconciler.commands import Output
 from reconciler.commands.settings import ApplySettings
-from reconciler.core.executor import Options
-from reconciler.core.tags import ImageKey
+from reconciler.core.images.tags import ImageKey
+from reconciler.core.lab.executor import Options
 
 if TYPE_CHECKING:
     SubParsers = argparse._SubParsersAction[argparse.ArgumentParser]

@@ -1,6 +1,6 @@
 """`gpudrv apply --from DIR`: drive each node to its desired driver, one GPU Operator state at a time.
 
-The gates, the budgets and the final audit are here; the upgrade itself is core/executor.py's
+The gates, the budgets and the final audit are here; the upgrade itself is core/lab/executor.py's
 (its state machine, over adapters/cluster/fleet.py's Fleet). An API server that goes away for a while
 (restarted, etcd stalled) is waited for (kube.Gateway.patience).
 """
@@ -14,11 +14,14 @@ from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.cluster.fleet import Fleet, SystemHost, run_owner
 from reconciler.commands import FINDINGS, OK, cuda_gates, upgrades
 from reconciler.commands.settings import ApplySettings
-from reconciler.core import audit, diff, fleet_upgrade, upgrade
-from reconciler.core.desired import Desired
-from reconciler.core.fleet_upgrade import Outcome
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.upgrade import Images
+from reconciler.core.audit import audit
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract.desired import Desired
+from reconciler.core.lab import fleet_upgrade
+from reconciler.core.lab.fleet_upgrade import Outcome
+from reconciler.core.upgrades import upgrade
+from reconciler.core.upgrades.upgrade import Images
+from reconciler.core.views import diff
 from reconciler.errors import GpudrvError
 from reconciler.render.progress import Progress
 from reconciler.render.upgrades import plan_text

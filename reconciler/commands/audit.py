@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from reconciler.adapters.ci import github
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import ERROR, FINDINGS, OK, Output
-from reconciler.core.audit import AuditResult, audit_wants, combined, in_cluster
+from reconciler.core.audit.audit import AuditResult, audit_wants, combined, in_cluster
 from reconciler.render import audit, document, words
 from reconciler.render.clusters import counted, with_clusters
 

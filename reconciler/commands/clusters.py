@@ -3,7 +3,7 @@
 `--cluster NAME` (repeatable) and `--all-clusters` pick them. Each cluster is read on a thread of its
 own (at most CONCURRENCY at once), through its own connection with its own timeouts; a cluster that
 cannot be read is one line on stderr and exit 2 at the end, while the others' results are printed in
-full. Node names carry their cluster, `CLUSTER/NODE` (core/cluster_names.py).
+full. Node names carry their cluster, `CLUSTER/NODE` (core/audit/cluster_names.py).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any, Generic, TextIO, TypeVar, cast
 from reconciler.adapters import kube
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import ERROR, OK, Output
-from reconciler.core.label_selector import LabelSelector
+from reconciler.core.base.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
 from reconciler.render import document
 from reconciler.render.clusters import Read
@@ -181,7 +181,7 @@ def _wrapped(verb: str, outcomes: Sequence[Outcome[Section]], codes: Sequence[in
 def _github_sections(targets: Sequence[Target], run: Callable[[Target, Output], int]) -> int:
     """One cluster after another: the annotations and the step summary are the command's own."""
     from reconciler.adapters.ci import github
-    from reconciler.core.github_text import Summary
+    from reconciler.core.base.github_text import Summary
 
     codes = []
     outcomes: list[Outcome[int]] = []

@@ -1,6 +1,6 @@
 """The CUDA gate for plan and apply: read the GPU pods' images from their registries (once per image and
 platform, for the whole run), then judge each node's pods against the driver it would move to
-(core/cuda_gate.py). `--registry-images off` reads nothing: only the NGC images of data/cuda-compat.json
+(core/cuda/cuda_gate.py). `--registry-images off` reads nothing: only the NGC images of data/cuda-compat.json
 are judged, and every other image is named as not checked.
 """
 
@@ -13,12 +13,15 @@ from pathlib import Path
 from reconciler.adapters import desired, files
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.registry import image_config
-from reconciler.core import budget, cuda, cuda_gate, cuda_require, cuda_workloads, reads, rollout
-from reconciler.core.cuda_gate import BranchTable, ImageRead
-from reconciler.core.desired import Desired
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import BEFORE_CORDON, Gate, GateName, NodePlan
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract.desired import Desired
+from reconciler.core.cuda import cuda, cuda_gate, cuda_require, cuda_workloads
+from reconciler.core.cuda.cuda_gate import BranchTable, ImageRead
+from reconciler.core.images.tags import Node
+from reconciler.core.rollout import rollout
+from reconciler.core.upgrades import budget
+from reconciler.core.upgrades.upgrade import BEFORE_CORDON, Gate, GateName, NodePlan
+from reconciler.core.views import reads
 
 TABLE_FILE = files.DATA / "driver-cuda.json"
 # Inside the package, so they ship in the wheel with no packaging rule of their own.

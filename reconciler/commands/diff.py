@@ -11,9 +11,9 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.cluster import gpu_operator
 from reconciler.adapters.files import manifests
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import reads
-from reconciler.core.diff import drift
-from reconciler.core.label_selector import LabelSelector
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.views import reads
+from reconciler.core.views.diff import drift
 from reconciler.render import diff, document
 
 

@@ -6,8 +6,8 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster.drainer import Drain, DrainTimeout
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.commands import FINDINGS, OK, upgrades
-from reconciler.core import budget
-from reconciler.core.budget import Role
+from reconciler.core.upgrades import budget
+from reconciler.core.upgrades.budget import Role
 from reconciler.errors import GpudrvError
 from reconciler.render.progress import Progress
 

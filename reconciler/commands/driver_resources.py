@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import operator_fleet
-from reconciler.core import field_owners
-from reconciler.core.field_owners import Difference, Owned
-from reconciler.core.operator import DriverResource
+from reconciler.core.contract import field_owners
+from reconciler.core.contract.field_owners import Difference, Owned
+from reconciler.core.contract.operator import DriverResource
 from reconciler.errors import GpudrvError
 
 SYNC_POLL_SECONDS = 2.0

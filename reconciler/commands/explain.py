@@ -16,10 +16,11 @@ from reconciler.adapters.cluster import workloads
 from reconciler.adapters.files import manifests
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import FINDINGS, OK, Output, cuda_gates
-from reconciler.core import cuda, cuda_gate, driver_images, placement
-from reconciler.core.explain import Images, Report, report
-from reconciler.core.placement import Workload
-from reconciler.core.tags import Node
+from reconciler.core.contract import driver_images
+from reconciler.core.cuda import cuda, cuda_gate, placement
+from reconciler.core.cuda.placement import Workload
+from reconciler.core.images.tags import Node
+from reconciler.core.views.explain import Images, Report, report
 from reconciler.errors import GpudrvError
 from reconciler.render import document, explain
 

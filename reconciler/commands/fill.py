@@ -23,10 +23,10 @@ from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.registry import oci, transfer
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core.audit import Status, audit_wants
-from reconciler.core.driver_images import Wants
-from reconciler.core.fill import Action, Done, Fill, lacking, needs, plan
-from reconciler.core.registry import Repository
+from reconciler.core.audit.audit import Status, audit_wants
+from reconciler.core.audit.fill import Action, Done, Fill, lacking, needs, plan
+from reconciler.core.contract.driver_images import Wants
+from reconciler.core.images.registry import Repository
 from reconciler.errors import GpudrvError
 from reconciler.render import document, fill
 
@@ -100,7 +100,7 @@ def _carry_out(planned: Fill, up: oci.Client, to: oci.Client, matrix_path: Path,
 def _build_matrix(result: Fill) -> dict[str, list[dict[str, str]]]:
     """What is left to build as a workflow's strategy.matrix, with NVIDIA's precompiled recipes."""
     from reconciler.adapters.files import precompiled  # the recipes' table, read only for this output
-    from reconciler.core import build_plan
+    from reconciler.core.images import build_plan
 
     keys = [step.need.key for step in result.builds]
     try:

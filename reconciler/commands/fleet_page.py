@@ -16,15 +16,15 @@ from reconciler import __version__
 from reconciler.adapters import git
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
-from reconciler.core import fleet_page
-from reconciler.core.cuda_workloads import Judged
-from reconciler.core.driver_images import Wants
-from reconciler.core.fleet_page import Change, NodeState
-from reconciler.core.matrix import Matrix
-from reconciler.core.operator import Mode
-from reconciler.core.os_tags import Release
-from reconciler.core.tags import UPGRADE_STATE
-from reconciler.core.upgrade import LiveNode
+from reconciler.core.contract.driver_images import Wants
+from reconciler.core.contract.operator import Mode
+from reconciler.core.cuda.cuda_workloads import Judged
+from reconciler.core.images.matrix import Matrix
+from reconciler.core.images.os_tags import Release
+from reconciler.core.images.tags import UPGRADE_STATE
+from reconciler.core.upgrades.upgrade import LiveNode
+from reconciler.core.views import fleet_page
+from reconciler.core.views.fleet_page import Change, NodeState
 from reconciler.errors import GpudrvError
 from reconciler.render.fleet_page import Facts, html
 

@@ -17,10 +17,10 @@ from reconciler.adapters.files import schemas
 from reconciler.adapters.git import contract_at
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import matrix
-from reconciler.core.driver_images import Wants
-from reconciler.core.impact import Impact, Side, impact_sides, impact_wants
-from reconciler.core.tags import ImageKey
+from reconciler.core.audit.impact import Impact, Side, impact_sides, impact_wants
+from reconciler.core.contract.driver_images import Wants
+from reconciler.core.images import matrix
+from reconciler.core.images.tags import ImageKey
 from reconciler.render import document, impact
 
 RENDER: dict[Output, Callable[[Impact, str, str], str]] = {

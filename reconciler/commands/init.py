@@ -29,9 +29,10 @@ from reconciler.adapters.files.scaffold import (
 )
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK
-from reconciler.core import matrix, scaffold
-from reconciler.core.driver_images import Wants
-from reconciler.core.operator import Mode
+from reconciler.core.contract.driver_images import Wants
+from reconciler.core.contract.operator import Mode
+from reconciler.core.images import matrix
+from reconciler.core.views import scaffold
 from reconciler.errors import GpudrvError
 
 WORKFLOWS = ("pr.yml", "audit.yml", "apply.yml", "build.yml")

@@ -8,8 +8,8 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.sources import read_matrix
 from reconciler.commands import ERROR, OK, Output
-from reconciler.core.matrix import key_from_tag, row_problems
-from reconciler.core.tags import ImageKey
+from reconciler.core.images.matrix import key_from_tag, row_problems
+from reconciler.core.images.tags import ImageKey
 from reconciler.errors import GpudrvError
 from reconciler.render import document, matrix
 

@@ -13,10 +13,11 @@ from reconciler.adapters import desired, kube
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.sources import require_gpu_nodes
 from reconciler.commands import FINDINGS, OK, Output, cuda_gates, upgrades
-from reconciler.core import reads, rollout
-from reconciler.core.desired import Desired
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.upgrade import Images
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract.desired import Desired
+from reconciler.core.rollout import rollout
+from reconciler.core.upgrades.upgrade import Images
+from reconciler.core.views import reads
 from reconciler.render import document
 from reconciler.render.upgrades import moves_json, moves_text, plan_json, plan_text
 

@@ -14,7 +14,8 @@ from reconciler.adapters.ci import github
 from reconciler.adapters.registry import oci
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import preflight, registry
+from reconciler.core.audit import preflight
+from reconciler.core.images import registry
 from reconciler.render import document
 from reconciler.render.preflight import Against, annotate, as_json, as_text, closing, summary
 

@@ -14,8 +14,8 @@ from reconciler.adapters.files import matrix_file, schemas
 from reconciler.adapters.registry import oci
 from reconciler.adapters.sources import NodeSource, read_matrix, require_valid
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.core import registry
-from reconciler.core.audit import audit_wants
+from reconciler.core.audit.audit import audit_wants
+from reconciler.core.images import registry
 from reconciler.errors import GpudrvError
 from reconciler.render import document
 from reconciler.render.registry import (

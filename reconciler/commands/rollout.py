@@ -1,7 +1,7 @@
 """`gpudrv apply --from DIR` on a GPU Operator fleet: gate, stage and watch the operator's own upgrade.
 
 gpudrv never writes the upgrade-state label here: the operator's upgrade controller owns it. The
-rollout's order and decisions are core/staging.py's (Staging); this module wires it to the cluster:
+rollout's order and decisions are core/rollout/staging.py's (Staging); this module wires it to the cluster:
 ClusterStaging reads the nodes and writes the holds and the driver resources (server-side apply,
 field manager gpudrv), the node watch feeds its inbox, and its lines and outcomes go to stdout and
 the -o json record.
@@ -20,16 +20,17 @@ from reconciler.adapters.cluster.fleet import Fleet, SystemHost
 from reconciler.adapters.sources import no_gpu_node
 from reconciler.commands import FINDINGS, OK, cuda_gates, driver_resources, upgrades
 from reconciler.commands.settings import ApplySettings
-from reconciler.core import audit, supervise
-from reconciler.core.audit import AuditResult
-from reconciler.core.budget import Budget, Pod
-from reconciler.core.desired import HELM_KINDS, Desired
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.operator import Kind, Mode
-from reconciler.core.staging import Sighting, Staging
-from reconciler.core.supervise import HELD, NodeFacts
-from reconciler.core.tags import GPU_PRESENT
-from reconciler.core.upgrade import SKIP_LABEL, State
+from reconciler.core.audit import audit
+from reconciler.core.audit.audit import AuditResult
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract.desired import HELM_KINDS, Desired
+from reconciler.core.contract.operator import Kind, Mode
+from reconciler.core.images.tags import GPU_PRESENT
+from reconciler.core.rollout import supervise
+from reconciler.core.rollout.staging import Sighting, Staging
+from reconciler.core.rollout.supervise import HELD, NodeFacts
+from reconciler.core.upgrades.budget import Budget, Pod
+from reconciler.core.upgrades.upgrade import SKIP_LABEL, State
 from reconciler.errors import GpudrvError
 
 RECONNECT_SECONDS = 180.0

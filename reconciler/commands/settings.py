@@ -1,5 +1,5 @@
 """The settings types of gpudrv's commands: one per feature, each a frozen dataclass whose fields say how
-they are given (core/flags.py). From them come the commands' flags and defaults (reconciler/arguments),
+they are given (core/base/flags.py). From them come the commands' flags and defaults (reconciler/arguments),
 the gpudrv.yaml keys (adapters/files/config.py) and the child command line of `reconcile --apply`.
 
 Connection: how a live command reaches its cluster (adapters.kube connects with it as kube.Options).
@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.core.executor import Options
-from reconciler.core.flags import Kind, flag, nested
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.supervise import Stages
+from reconciler.core.base.flags import Kind, flag, nested
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.lab.executor import Options
+from reconciler.core.rollout.supervise import Stages
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
 

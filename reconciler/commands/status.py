@@ -14,23 +14,18 @@ from reconciler.adapters.files import declared_nodes, manifests
 from reconciler.adapters.sources import NodeSource, valid_matrix
 from reconciler.commands import ERROR, OK, Output, clusters, cuda_gates, fleet_page
 from reconciler.commands.clusters import Target
-from reconciler.core import (
-    audit,
-    budget,
-    cluster_names,
-    cuda_workloads,
-    reads,
-    rollout,
-    supervise,
-    tags,
-    upgrade,
-)
-from reconciler.core.desired import Desired
-from reconciler.core.driver_images import Want, Wants, kernel_next
-from reconciler.core.fleet_page import reasons_by_node
-from reconciler.core.matrix import Matrix
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import FAILURE, LiveNode, State
+from reconciler.core.audit import audit, cluster_names
+from reconciler.core.contract.desired import Desired
+from reconciler.core.contract.driver_images import Want, Wants, kernel_next
+from reconciler.core.cuda import cuda_workloads
+from reconciler.core.images import tags
+from reconciler.core.images.matrix import Matrix
+from reconciler.core.images.tags import Node
+from reconciler.core.rollout import rollout, supervise
+from reconciler.core.upgrades import budget, upgrade
+from reconciler.core.upgrades.upgrade import FAILURE, LiveNode, State
+from reconciler.core.views import reads
+from reconciler.core.views.fleet_page import reasons_by_node
 from reconciler.render import document
 from reconciler.render.clusters import with_clusters
 from reconciler.render.upgrades import (

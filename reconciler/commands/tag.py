@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import OK, Output
-from reconciler.core import driver_images, operator
+from reconciler.core.contract import driver_images, operator
 from reconciler.errors import GpudrvError
 from reconciler.render import document
 

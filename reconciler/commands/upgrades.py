@@ -15,12 +15,15 @@ from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.files import manifests, schemas
 from reconciler.adapters.sources import require_gpu_nodes, valid_matrix
 from reconciler.commands import OK, Output, cuda_gates
-from reconciler.core import budget, github_text, matrix, reads, upgrade
-from reconciler.core.audit import AuditResult
-from reconciler.core.diff import Budget
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import Images, LiveNode, NodePlan
+from reconciler.core.audit.audit import AuditResult
+from reconciler.core.base import github_text
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.images import matrix
+from reconciler.core.images.tags import Node
+from reconciler.core.upgrades import budget, upgrade
+from reconciler.core.upgrades.upgrade import Images, LiveNode, NodePlan
+from reconciler.core.views import reads
+from reconciler.core.views.diff import Budget
 from reconciler.errors import GpudrvError
 from reconciler.render import document
 from reconciler.render.upgrades import applied_json
@@ -145,7 +148,9 @@ class Record:
     """What an apply (or a drain) did, filled in as it goes: each node's outcome, the final audit."""
 
     mode: str | None = None  # apply's: lab, or the GPU Operator's resource kind
-    desired: dict[str, Any] | None = None  # apply's: the desired state it read (core/desired.py as_json)
+    desired: dict[str, Any] | None = (
+        None  # apply's: the desired state it read (core/contract/desired.py as_json)
+    )
     nodes: dict[str, tuple[str, str | None]] = field(default_factory=dict)  # name: (outcome, detail)
     audit: AuditResult | None = None
 

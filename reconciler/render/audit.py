@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.audit import AuditResult, Finding, Status
-from reconciler.core.driver_images import FleetNote
-from reconciler.core.operator import DriverResource, Mode
+from reconciler.core.audit.audit import AuditResult, Finding, Status
+from reconciler.core.base import github_text
+from reconciler.core.contract.driver_images import FleetNote
+from reconciler.core.contract.operator import DriverResource, Mode
 from reconciler.render import document, words
 
 SHOWN_NODES = 10  # past this many, an annotation counts the nodes instead of naming them all

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core.cluster_names import split
+from reconciler.core.audit.cluster_names import split
 
 
 @dataclass(frozen=True)

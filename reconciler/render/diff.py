@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.diff import BudgetDrift, Change, Drift, NodeDrift, ResourceDrift, State
+from reconciler.core.base import github_text
+from reconciler.core.views.diff import BudgetDrift, Change, Drift, NodeDrift, ResourceDrift, State
 from reconciler.render import document
 
 RED, GREEN, BOLD, RESET = "\x1b[31m", "\x1b[32m", "\x1b[1m", "\x1b[0m"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from reconciler.core.github_text import json_safe
+from reconciler.core.base.github_text import json_safe
 from reconciler.render.yaml_out import yaml_text
 
 FORMS = ("json", "yaml")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from reconciler.core import cuda, github_text
-from reconciler.core.explain import Report
+from reconciler.core.base import github_text
+from reconciler.core.cuda import cuda
+from reconciler.core.views.explain import Report
 from reconciler.render import document, words
 
 # --- text ----------------------------------------------------------------------------------------

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.fill import Action, Done, Fill, Need, Step, Unfillable
-from reconciler.core.oci_image import Transfer
+from reconciler.core.audit.fill import Action, Done, Fill, Need, Step, Unfillable
+from reconciler.core.base import github_text
+from reconciler.core.images.oci_image import Transfer
 from reconciler.render import document, words
 from reconciler.render.audit import SHOWN_NODES, flat
 

@@ -21,10 +21,10 @@ from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from reconciler.core import cluster_names
-from reconciler.core.cuda_workloads import Judged
-from reconciler.core.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
-from reconciler.core.github_text import LEADING_COLON
+from reconciler.core.audit import cluster_names
+from reconciler.core.base.github_text import LEADING_COLON
+from reconciler.core.cuda.cuda_workloads import Judged
+from reconciler.core.views.fleet_page import Change, Coverage, NodeRow, Phase, Progress, Status
 from reconciler.render import words
 
 if TYPE_CHECKING:

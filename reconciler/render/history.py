@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from reconciler.core.history import CommitInfo, Lifetime
+from reconciler.core.images.history import CommitInfo, Lifetime
 from reconciler.render import document, table
 from reconciler.render.matrix import key_json
 

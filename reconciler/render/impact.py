@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.impact import OK, Impact, NodeImpact
-from reconciler.core.tags import ImageKey
+from reconciler.core.audit.impact import OK, Impact, NodeImpact
+from reconciler.core.base import github_text
+from reconciler.core.images.tags import ImageKey
 from reconciler.render import document, words
 from reconciler.render.matrix import key_json
 

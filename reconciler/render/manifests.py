@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.node_schema import Report
+from reconciler.core.base import github_text
+from reconciler.core.images.node_schema import Report
 from reconciler.render import document, words
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import github_text, matrix
-from reconciler.core.tags import ImageKey
+from reconciler.core.base import github_text
+from reconciler.core.images import matrix
+from reconciler.core.images.tags import ImageKey
 from reconciler.render import document, words
 
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.audit import Finding
-from reconciler.core.driver_images import FleetNote
-from reconciler.core.operator import DriverResource, Mode
-from reconciler.core.preflight import Pool, Preflight
+from reconciler.core.audit.audit import Finding
+from reconciler.core.audit.preflight import Pool, Preflight
+from reconciler.core.base import github_text
+from reconciler.core.contract.driver_images import FleetNote
+from reconciler.core.contract.operator import DriverResource, Mode
 from reconciler.render import document, words
 from reconciler.render.audit import flat
 

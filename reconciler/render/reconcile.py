@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from reconciler.core.access import Answer, Report
-from reconciler.core.audit import Finding
-from reconciler.core.fleetwatch import Change, Kind
-from reconciler.core.reconcile_ports import AVAILABLE, MISSING, Event
+from reconciler.core.audit.audit import Finding
+from reconciler.core.incluster.access import Answer, Report
+from reconciler.core.incluster.fleetwatch import Change, Kind
+from reconciler.core.incluster.reconcile_ports import AVAILABLE, MISSING, Event
 from reconciler.render import document
 
 PULL_BACKOFF = "its driver pod would be stuck in ImagePullBackOff"

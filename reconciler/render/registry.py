@@ -11,11 +11,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from reconciler.core import github_text
-from reconciler.core.audit import AuditResult, Finding, Status
-from reconciler.core.matrix import Appended
-from reconciler.core.operator import Mode
-from reconciler.core.registry import Repository, Verification
+from reconciler.core.audit.audit import AuditResult, Finding, Status
+from reconciler.core.base import github_text
+from reconciler.core.contract.operator import Mode
+from reconciler.core.images.matrix import Appended
+from reconciler.core.images.registry import Repository, Verification
 from reconciler.render import audit, document, words
 
 SHOWN_NODES = audit.SHOWN_NODES

@@ -7,11 +7,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from reconciler.core import cuda_gate
-from reconciler.core.audit import AuditResult
-from reconciler.core.driver_images import Wants
-from reconciler.core.rollout import Move
-from reconciler.core.upgrade import Gate, Images, NodePlan
+from reconciler.core.audit.audit import AuditResult
+from reconciler.core.contract.driver_images import Wants
+from reconciler.core.cuda import cuda_gate
+from reconciler.core.rollout.rollout import Move
+from reconciler.core.upgrades.upgrade import Gate, Images, NodePlan
 from reconciler.render import document, table
 from reconciler.render.audit import findings_json, note_json
 
@@ -76,7 +76,7 @@ def _plan_dict(plan: NodePlan) -> dict[str, Any]:
 
 
 def _mark(gate: Gate) -> str:
-    """ok, blocked, or note: a gate that passed with something it could not check (core/cuda_gate.py)."""
+    """ok, blocked, or note: a gate that passed with something it could not check (core/cuda/cuda_gate.py)."""
     if not gate.ok:
         return "blocked"
     return "note" if cuda_gate.unchecked((gate,)) else "ok"

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from io import StringIO
 from typing import Any
 
-from reconciler.core.github_text import json_safe
+from reconciler.core.base.github_text import json_safe
 
 
 def yaml_text(document: Mapping[str, Any]) -> str:
@@ -34,7 +34,10 @@ def _null(representer: Any, _value: None) -> Any:
 def _quoted(value: Any) -> Any:
     from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-    from reconciler.core.scaffold import PLAIN, YAML_11_WORDS  # with the core's fleet plan: -o yaml only
+    from reconciler.core.views.scaffold import (  # with the core's fleet plan: -o yaml only
+        PLAIN,
+        YAML_11_WORDS,
+    )
 
     if isinstance(value, Mapping):
         return {_quoted(key): _quoted(item) for key, item in value.items()}

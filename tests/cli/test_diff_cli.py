@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.adapters.files import manifests
-from reconciler.core.diff import Budget
+from reconciler.core.views.diff import Budget
 from tests.cli.test_bad_input import assert_one_line_error
 from tests.conftest import run_gpudrv, run_main
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import github_text
+from reconciler.core.base import github_text
 from tests.conftest import run_main
 
 LAB = "clusters/lab"

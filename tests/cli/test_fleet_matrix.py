@@ -1,7 +1,8 @@
 """Issue 37: one fleet, one reading. Every offline command on every kind of fleet source agrees on the
 mode, the operator release and its provenance (-o json's `desired`), and each node's desired image. The
 commands that read a cluster are tests/e2e/test_fleet_matrix_live.py's; a new kind of source
-(core/desired.py SourceKind) or a new command that reads a fleet fails here until the matrix has it."""
+(core/contract/desired.py SourceKind) or a new command that reads a fleet fails here until the matrix
+has it."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 import pytest
 
 from reconciler import cli
-from reconciler.core.desired import SourceKind
+from reconciler.core.contract.desired import SourceKind
 from tests import fleets
 from tests.conftest import run_main
 

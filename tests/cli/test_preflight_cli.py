@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from reconciler.adapters.registry import oci
-from reconciler.core.registry import Repository
+from reconciler.core.images.registry import Repository
 from tests.cli import test_workflow_commands
 from tests.cli.test_bad_input import assert_one_line_error, edit_label
 from tests.cli.test_workflow_commands import assert_outcome

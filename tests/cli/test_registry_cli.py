@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.files import schemas
-from reconciler.core import matrix
-from reconciler.core import registry as oci
+from reconciler.core.images import matrix
+from reconciler.core.images import registry as oci
 from reconciler.render import registry as show
 from tests.conftest import run_main
 

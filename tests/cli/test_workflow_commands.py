@@ -22,7 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler import cli
-from reconciler.core import github_text
+from reconciler.core.base import github_text
 from tests.conftest import REPO, run_gpudrv
 
 BOUNDED = settings(max_examples=40, deadline=None, database=None)

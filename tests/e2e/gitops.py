@@ -8,7 +8,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from reconciler.core.upgrade import ORDER
+from reconciler.core.upgrades.upgrade import ORDER
 from tests.conftest import REPO, gpudrv_command, gpudrv_env
 from tests.e2e.conftest import Kube
 

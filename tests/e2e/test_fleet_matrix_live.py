@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core.desired import SourceKind
+from reconciler.core.contract.desired import SourceKind
 from tests import fleets
 from tests.conftest import gpudrv_command, gpudrv_env
 from tests.e2e.conftest import TEST_LABEL, FakeNodes, Kube

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.operator import API_VERSIONS, PLURALS, Kind
+from reconciler.core.contract.operator import API_VERSIONS, PLURALS, Kind
 from tests.e2e.conftest import GPU_LABELS, FakeNodes, Kube, Request, node_manifest
 
 GPU = ("labelSelector", "nvidia.com/gpu.present=true")

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters import git
-from reconciler.core.history import CommitInfo
-from reconciler.core.tags import ImageKey
+from reconciler.core.images.history import CommitInfo
+from reconciler.core.images.tags import ImageKey
 from reconciler.errors import GpudrvError
 from tests.git.conftest import HEADER, MATRIX, Script
 

@@ -29,7 +29,7 @@ import yaml
 
 from reconciler.adapters.files import yaml_load
 from reconciler.adapters.helm import chart_data
-from reconciler.core import helm_chart
+from reconciler.core.contract import helm_chart
 from tests.helm import chart
 
 pytestmark = pytest.mark.helm

@@ -27,7 +27,7 @@ from types import FrameType
 
 import pytest
 
-from reconciler.core import github_text
+from reconciler.core.base import github_text
 from tests.conftest import gpudrv_command, gpudrv_env, run_main
 from tests.hostile.corpus import VALIDATORS, Case, Workspace, cases, lab
 

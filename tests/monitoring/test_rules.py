@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.adapters.serving.metrics import Metrics
 from reconciler.commands.reconcile.service import Exporter
-from reconciler.core.reconcile_ports import Figures
+from reconciler.core.incluster.reconcile_ports import Figures
 from tests.conftest import REPO
 
 MONITORING = REPO / "deploy" / "monitoring"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.registry.image_config import ImageConfig, read_configs
-from reconciler.core import cuda_require
+from reconciler.core.cuda import cuda_require
 from tests.registry import harness
 from tests.registry.harness import PASSWORD, USER, Registry
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from reconciler.adapters.registry import oci, transfer
-from reconciler.core.oci_image import Transfer
-from reconciler.core.registry import parse_repository
+from reconciler.core.images.oci_image import Transfer
+from reconciler.core.images.registry import parse_repository
 from reconciler.errors import GpudrvError
 from tests.registry import harness
 from tests.registry.harness import PASSWORD, PLATFORMS, PUSHER, PUSHER_PASSWORD, USER, Registry
@@ -106,8 +106,8 @@ def test_copy_three_multi_platform_tags_then_again(
 CHILD = """
 import sys, time
 from reconciler.adapters.registry import oci, transfer
-from reconciler.core.oci_image import Transfer
-from reconciler.core.registry import parse_repository
+from reconciler.core.images.oci_image import Transfer
+from reconciler.core.images.registry import parse_repository
 
 chunks = oci.Client.chunks
 

@@ -1,4 +1,4 @@
-"""gpudrv's requirement check (reconciler/core/cuda_require.py) against the toolkit's, case by case.
+"""gpudrv's requirement check (reconciler/core/cuda/cuda_require.py) against the toolkit's, case by case.
 
     python -m tests.toolkit.differential    # builds the toolkit's test binary if needed, prints counts
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reconciler.core.cuda_require import NodeFacts, Requirement, check, evaluate, image_requirements
+from reconciler.core.cuda.cuda_require import NodeFacts, Requirement, check, evaluate, image_requirements
 from tests.toolkit import corpus, harness
 
 

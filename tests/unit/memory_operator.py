@@ -1,4 +1,4 @@
-"""An in-memory cluster and GPU Operator for the operator-mode rollout (core/staging.py), used by
+"""An in-memory cluster and GPU Operator for the operator-mode rollout (core/rollout/staging.py), used by
 tests/unit/test_staging.py.
 
 The world is plain Python: nodes with the operator's state label, gpudrv's skip label and mark, the
@@ -14,12 +14,12 @@ import contextlib
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
-from reconciler.core.audit import AuditResult, Finding, Status
-from reconciler.core.budget import Budget, Pod
-from reconciler.core.staging import Sighting, Staging
-from reconciler.core.supervise import HELD, DriverPod, NodeFacts, Policy, Stages
-from reconciler.core.tags import UPGRADE_STATE, Node
-from reconciler.core.upgrade import SKIP_LABEL, Images, State
+from reconciler.core.audit.audit import AuditResult, Finding, Status
+from reconciler.core.images.tags import UPGRADE_STATE, Node
+from reconciler.core.rollout.staging import Sighting, Staging
+from reconciler.core.rollout.supervise import HELD, DriverPod, NodeFacts, Policy, Stages
+from reconciler.core.upgrades.budget import Budget, Pod
+from reconciler.core.upgrades.upgrade import SKIP_LABEL, Images, State
 
 TAG = "570-5.15.0-119-generic-ubuntu22.04"
 OLD = "nvcr.io/nvidia/driver:550-5.15.0-119-generic-ubuntu22.04"

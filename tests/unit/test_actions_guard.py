@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from reconciler.adapters.ci import actions_guard
 from reconciler.adapters.ci.actions_guard import Guard
-from reconciler.core import github_text
+from reconciler.core.base import github_text
 from reconciler.render import document
 
 BOUNDED = settings(max_examples=200, deadline=None, database=None)

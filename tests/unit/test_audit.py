@@ -1,6 +1,6 @@
-from reconciler.core import tags
-from reconciler.core.audit import Status, audit
-from reconciler.core.tags import Node
+from reconciler.core.audit.audit import Status, audit
+from reconciler.core.images import tags
+from reconciler.core.images.tags import Node
 
 
 def gpu(name: str, kernel: str = "5.15.0-119-generic", **extra: str) -> Node:

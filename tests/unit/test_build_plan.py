@@ -1,4 +1,4 @@
-"""The build plan (reconciler/core/build_plan.py) on plain data, and the recipe file it reads."""
+"""The build plan (reconciler/core/images/build_plan.py) on plain data, and the recipe file it reads."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.files import precompiled
-from reconciler.core import build_plan
-from reconciler.core.build_plan import BuildEntry, BuildPlanError, Recipe, build_entries, github_matrix
-from reconciler.core.tags import ImageKey
+from reconciler.core.images import build_plan
+from reconciler.core.images.build_plan import BuildEntry, BuildPlanError, Recipe, build_entries, github_matrix
+from reconciler.core.images.tags import ImageKey
 
 REPOSITORY = "registry.example:5000/gpu/driver"
 COMMIT = "06a208ca9747c82b1ba99b76ecdcf2469b0a0207"

@@ -15,8 +15,8 @@ import pytest
 from ruamel.yaml import YAML
 
 from reconciler.adapters.files import precompiled, scaffold
-from reconciler.core import build_plan
-from reconciler.core.tags import ImageKey
+from reconciler.core.images import build_plan
+from reconciler.core.images.tags import ImageKey
 from tests.unit.test_workflows import PINNED
 
 TEMPLATE = scaffold.TEMPLATES / "build.yml"

@@ -16,11 +16,11 @@ from reconciler.adapters.files import config
 from reconciler.arguments import clusters as flags
 from reconciler.commands import ERROR, FINDINGS, OK, Output
 from reconciler.commands.clusters import Target, fan_out, sections
-from reconciler.core import cluster_names
-from reconciler.core.audit import AuditResult, Finding, Status, combined, in_cluster
-from reconciler.core.driver_images import FleetNote
-from reconciler.core.label_selector import parse
-from reconciler.core.operator import Mode
+from reconciler.core.audit import cluster_names
+from reconciler.core.audit.audit import AuditResult, Finding, Status, combined, in_cluster
+from reconciler.core.base.label_selector import parse
+from reconciler.core.contract.driver_images import FleetNote
+from reconciler.core.contract.operator import Mode
 from reconciler.errors import GpudrvError
 from reconciler.render.clusters import Read, counted, with_clusters
 

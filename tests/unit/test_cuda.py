@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import cuda
-from reconciler.core.cuda import Severity, Version
-from reconciler.core.placement import Placement, Term
-from reconciler.core.selectors import Requirement
-from reconciler.core.tags import DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, Node
+from reconciler.core.base.selectors import Requirement
+from reconciler.core.cuda import cuda
+from reconciler.core.cuda.cuda import Severity, Version
+from reconciler.core.cuda.placement import Placement, Term
+from reconciler.core.images.tags import DRIVER_MAJOR, DRIVER_MINOR, DRIVER_REV, Node
 
 DATA = Path(__file__).resolve().parents[2] / "reconciler" / "data" / "cuda-compat.json"
 PT_2407 = "nvcr.io/nvidia/pytorch:24.07-py3"  # CUDA 12.5.1, toolkit driver 555.42.06

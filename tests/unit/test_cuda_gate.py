@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core import cuda, cuda_gate, cuda_require, cuda_workloads
-from reconciler.core.budget import Pod
-from reconciler.core.cuda import Version
-from reconciler.core.cuda_gate import Bounds, BranchTable, ImageRead, PodImage, State
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import GateName
+from reconciler.core.cuda import cuda, cuda_gate, cuda_require, cuda_workloads
+from reconciler.core.cuda.cuda import Version
+from reconciler.core.cuda.cuda_gate import Bounds, BranchTable, ImageRead, PodImage, State
+from reconciler.core.images.tags import Node
+from reconciler.core.upgrades.budget import Pod
+from reconciler.core.upgrades.upgrade import GateName
 
 DATA = Path(__file__).resolve().parents[2] / "reconciler" / "data"
 # NVIDIA's CUDA 12.8.1 image's requirement, shortened to two of its brand alternatives.

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from reconciler.commands.cuda_gates import with_gate
-from reconciler.core import rollout
-from reconciler.core.cuda_gate import platform
-from reconciler.core.driver_images import Want
-from reconciler.core.operator import DriverResource, Kind
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import ORDER, Driver, Gate, GateName, NodePlan, State
+from reconciler.core.contract.driver_images import Want
+from reconciler.core.contract.operator import DriverResource, Kind
+from reconciler.core.cuda.cuda_gate import platform
+from reconciler.core.images.tags import Node
+from reconciler.core.rollout import rollout
+from reconciler.core.upgrades.upgrade import ORDER, Driver, Gate, GateName, NodePlan, State
 
 CUDA = Gate(GateName.CUDA, False, "pod ml/train image reg/cuda:12.8 needs ...")
 IMAGE = Gate(GateName.IMAGE, True, "535-... is in matrix/support-matrix.csv on main")

@@ -1,4 +1,4 @@
-"""reconciler/core/cuda_require.py on plain data: an image's requirements as the NVIDIA Container Toolkit
+"""reconciler/core/cuda/cuda_require.py on plain data: an image's requirements as the NVIDIA Container Toolkit
 v1.20.2 reads and judges them (tests/toolkit compares the same code with the toolkit's, case by case)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reconciler.core import toolkit_semver
-from reconciler.core.cuda_require import (
+from reconciler.core.cuda import toolkit_semver
+from reconciler.core.cuda.cuda_require import (
     NodeFacts,
     Requirement,
     evaluate,

@@ -9,11 +9,11 @@ import pytest
 
 from reconciler.adapters import kube
 from reconciler.commands.diff import terminal_colour
-from reconciler.core import diff
-from reconciler.core.diff import Budget, BudgetDrift, Change, NodeDrift, State
-from reconciler.core.impact import NodeImpact, impact
-from reconciler.core.operator import DriverResource, Kind
-from reconciler.core.tags import ImageKey, Node
+from reconciler.core.audit.impact import NodeImpact, impact
+from reconciler.core.contract.operator import DriverResource, Kind
+from reconciler.core.images.tags import ImageKey, Node
+from reconciler.core.views import diff
+from reconciler.core.views.diff import Budget, BudgetDrift, Change, NodeDrift, State
 from reconciler.render import diff as diff_cmd
 from reconciler.render import impact as impact_cmd
 

@@ -1,6 +1,6 @@
 import pytest
 
-from reconciler.core import duration
+from reconciler.core.base import duration
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""The upgrade executor (core/executor.py) on an in-memory fleet: every transition and every failure.
+"""The upgrade executor (core/lab/executor.py) on an in-memory fleet: every transition and every failure.
 
 The fleet is plain Python implementing core.executor.UpgradeFleet: nodes as dicts with a
 resourceVersion, pods per node, a log of every write. No kubernetes client, no mocks.
@@ -12,19 +12,21 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reconciler.core import budget, executor, tags, upgrade
-from reconciler.core.budget import Budget, Pod, Role, Selector
-from reconciler.core.executor import (
+from reconciler.core.images import tags
+from reconciler.core.images.tags import Node
+from reconciler.core.lab import executor
+from reconciler.core.lab.executor import (
     DRIVER_APP,
     Installer,
     Lease,
     Options,
     StepFailed,
 )
-from reconciler.core.fleet_upgrade import FleetUpgrade, Outcome, Round
-from reconciler.core.node_run import NodeRun
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import (
+from reconciler.core.lab.fleet_upgrade import FleetUpgrade, Outcome, Round
+from reconciler.core.lab.node_run import NodeRun
+from reconciler.core.upgrades import budget, upgrade
+from reconciler.core.upgrades.budget import Budget, Pod, Role, Selector
+from reconciler.core.upgrades.upgrade import (
     FAILURE,
     INITIAL_UNSCHEDULABLE,
     LEGACY_INITIAL_UNSCHEDULABLE,

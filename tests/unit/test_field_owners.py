@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from reconciler.commands.driver_resources import Change, refuse_owned
-from reconciler.core import field_owners
-from reconciler.core.field_owners import Difference, Owned
-from reconciler.core.operator import DriverResource, Kind
+from reconciler.core.contract import field_owners
+from reconciler.core.contract.field_owners import Difference, Owned
+from reconciler.core.contract.operator import DriverResource, Kind
 from reconciler.errors import GpudrvError
 
 

@@ -1,4 +1,4 @@
-"""gpudrv matrix fill's plan and its output, on plain data (core/fill.py, render/fill.py)."""
+"""gpudrv matrix fill's plan and its output, on plain data (core/audit/fill.py, render/fill.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ from pathlib import Path
 import jsonschema
 
 from reconciler.adapters.files import schemas
-from reconciler.core import fill, tags
-from reconciler.core.audit import AuditResult, Finding, Status, audit
-from reconciler.core.fill import Action, Done, Fill
-from reconciler.core.oci_image import Transfer
-from reconciler.core.registry import parse_repository
+from reconciler.core.audit import fill
+from reconciler.core.audit.audit import AuditResult, Finding, Status, audit
+from reconciler.core.audit.fill import Action, Done, Fill
+from reconciler.core.images import tags
+from reconciler.core.images.oci_image import Transfer
+from reconciler.core.images.registry import parse_repository
 from reconciler.render.fill import as_json, as_text, closing, notes, summary
 from tests.schemas import output_schema
 from tests.unit.test_audit import gpu

@@ -1,4 +1,4 @@
-"""The fleet page's data (core/fleet_page.py), the geometry of its pictures and the page itself
+"""The fleet page's data (core/views/fleet_page.py), the geometry of its pictures and the page itself
 (render/fleet_page.py): what each picture shows, and that no value from outside escapes as markup."""
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from datetime import UTC, datetime
 import pytest
 
 from reconciler.adapters.ci.actions_guard import Guard
-from reconciler.core import fleet_page as data
-from reconciler.core import upgrade
-from reconciler.core.cuda_gate import State
-from reconciler.core.cuda_workloads import NOW, Judged
-from reconciler.core.driver_images import Want
-from reconciler.core.fleet_page import NO_STATE, Change, NodeState, Phase
-from reconciler.core.history import CommitInfo, Lifetime
-from reconciler.core.tags import KERNEL, ImageKey, Node
+from reconciler.core.contract.driver_images import Want
+from reconciler.core.cuda.cuda_gate import State
+from reconciler.core.cuda.cuda_workloads import NOW, Judged
+from reconciler.core.images.history import CommitInfo, Lifetime
+from reconciler.core.images.tags import KERNEL, ImageKey, Node
+from reconciler.core.upgrades import upgrade
+from reconciler.core.views import fleet_page as data
+from reconciler.core.views.fleet_page import NO_STATE, Change, NodeState, Phase
 from reconciler.render import fleet_page as page
 
 K1 = ImageKey("550", "5.15.0-119-generic", "ubuntu22.04")

@@ -7,10 +7,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import access, election
-from reconciler.core.audit import Status
-from reconciler.core.election import Record, Step, Timing
-from reconciler.core.fleetwatch import (
+from reconciler.core.audit.audit import Status
+from reconciler.core.contract.operator import Contract, Mode, contract, resource
+from reconciler.core.images.tags import KERNEL, NEXT_KERNEL, UPGRADE_STATE, Node
+from reconciler.core.incluster import access, election
+from reconciler.core.incluster.election import Record, Step, Timing
+from reconciler.core.incluster.fleetwatch import (
     NO_STATE,
     Change,
     FleetAudit,
@@ -19,8 +21,6 @@ from reconciler.core.fleetwatch import (
     check_node,
     check_node_next,
 )
-from reconciler.core.operator import Contract, Mode, contract, resource
-from reconciler.core.tags import KERNEL, NEXT_KERNEL, UPGRADE_STATE, Node
 from tests.unit.test_operator import nvd
 
 RULE = operator_contract.rules().newest

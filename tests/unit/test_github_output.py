@@ -11,7 +11,8 @@ import pytest
 
 from reconciler import cli
 from reconciler.adapters.ci import github
-from reconciler.core import github_text, matrix, node_schema, tags
+from reconciler.core.base import github_text
+from reconciler.core.images import matrix, node_schema, tags
 from reconciler.errors import GpudrvError
 from reconciler.render import words
 
@@ -192,7 +193,9 @@ def test_append_summary_outside_github_is_a_no_op(monkeypatch: pytest.MonkeyPatc
 def test_schema_patterns_are_the_cores() -> None:
     labels = SCHEMA["$defs"]["labels"]["properties"]
     assert labels[tags.DRIVER_MAJOR]["pattern"] == tags.BRANCH_PATTERN
-    assert labels[tags.DRIVER_MINOR]["pattern"] == tags.BRANCH_PATTERN  # digits, as core/cuda.py reads them
+    assert (
+        labels[tags.DRIVER_MINOR]["pattern"] == tags.BRANCH_PATTERN
+    )  # digits, as core/cuda/cuda.py reads them
     assert labels[tags.DRIVER_REV]["pattern"] == tags.BRANCH_PATTERN
     assert labels[tags.KERNEL]["pattern"] == tags.KERNEL_PATTERN
     assert labels[tags.OS_ID]["pattern"] == tags.OS_RELEASE_PATTERN

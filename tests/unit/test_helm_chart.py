@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.helm import chart_data
-from reconciler.core import helm_chart, helm_values
-from reconciler.core.helm_chart import merge, render
+from reconciler.core.contract import helm_chart, helm_values
+from reconciler.core.contract.helm_chart import merge, render
 
 CHARTS = chart_data.charts()
 

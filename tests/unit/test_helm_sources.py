@@ -1,4 +1,4 @@
-"""Where a GitOps repository keeps the operator's Helm values and which wins (core/helm_sources.py),
+"""Where a GitOps repository keeps the operator's Helm values and which wins (core/contract/helm_sources.py),
 on plain data."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import helm_sources as hs
+from reconciler.core.contract import helm_sources as hs
 
 
 def _set(name: str, raw: str, string: bool = False, into: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -6,9 +6,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from reconciler.core import history
-from reconciler.core.history import CommitDiff, CommitInfo, Lifetime
-from reconciler.core.tags import ImageKey
+from reconciler.core.images import history
+from reconciler.core.images.history import CommitDiff, CommitInfo, Lifetime
+from reconciler.core.images.tags import ImageKey
 
 A = ImageKey("550", "5.15.0-119-generic", "ubuntu22.04")
 B = ImageKey("535", "5.15.0-107-generic", "ubuntu22.04")

@@ -1,12 +1,12 @@
 """Image references as Kubernetes and containerd normalize them, platforms and their pick from an
-index (core/registry.py), and config.Env (core/oci_image.config_env): plain data."""
+index (core/images/registry.py), and config.Env (core/oci_image.config_env): plain data."""
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler.core.oci_image import ContentError, config_env
-from reconciler.core.registry import (
+from reconciler.core.images.oci_image import ContentError, config_env
+from reconciler.core.images.registry import (
     ImageReference,
     Repository,
     parse_image_reference,

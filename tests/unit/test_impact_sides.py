@@ -1,10 +1,10 @@
-"""matrix impact with a contract on each side (core/impact.py impact_sides), on plain data."""
+"""matrix impact with a contract on each side (core/audit/impact.py impact_sides), on plain data."""
 
 from __future__ import annotations
 
-from reconciler.core.driver_images import wants
-from reconciler.core.impact import Side, impact_sides
-from reconciler.core.tags import ImageKey
+from reconciler.core.audit.impact import Side, impact_sides
+from reconciler.core.contract.driver_images import wants
+from reconciler.core.images.tags import ImageKey
 from tests.unit.test_operator import build, gpu, policy
 
 RHEL = ("rhel", "9.4", "9")

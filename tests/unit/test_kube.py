@@ -6,7 +6,7 @@ import pytest
 from urllib3.exceptions import MaxRetryError, NewConnectionError
 
 from reconciler.adapters import kube
-from reconciler.core.budget import Budget, Pod, Selector
+from reconciler.core.upgrades.budget import Budget, Pod, Selector
 from reconciler.errors import GpudrvError
 from tests.unit.fake_kube import HOST, always, gateway, refused
 

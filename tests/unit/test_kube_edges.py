@@ -13,8 +13,8 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster import fleet
 from reconciler.adapters.cluster.fleet import Fleet
 from reconciler.adapters.kube import _config, _paging, _transport
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import LiveNode
+from reconciler.core.images.tags import Node
+from reconciler.core.upgrades.upgrade import LiveNode
 from reconciler.errors import GpudrvError
 from tests.unit.fake_kube import HOST, Call, always
 from tests.unit.fake_kube import gateway as faked

@@ -13,8 +13,9 @@ from reconciler.adapters import kube
 from reconciler.adapters.cluster.drainer import Drain
 from reconciler.adapters.cluster.fleet import EvictionOutcome, Fleet
 from reconciler.adapters.kube import _transport
-from reconciler.core import budget, throttle
-from reconciler.core.throttle import Throttled
+from reconciler.core.base import throttle
+from reconciler.core.base.throttle import Throttled
+from reconciler.core.upgrades import budget
 from tests.unit.fake_kube import Call, gateway
 
 NODE_LIST = {"kind": "NodeList", "apiVersion": "v1", "metadata": {"resourceVersion": "7"}, "items": []}

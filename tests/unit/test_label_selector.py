@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.label_selector import SelectorError, parse
+from reconciler.core.base.label_selector import SelectorError, parse
 
 LABELS = {"pool": "a100", "zone": "eu-1", "rank": "5", "empty": ""}
 

@@ -12,8 +12,10 @@ from reconciler.adapters import files, kube
 from reconciler.adapters.ci import github
 from reconciler.adapters.files import manifests, operator_contract
 from reconciler.adapters.kube import jsonstream
-from reconciler.core import fleet_page, history, os_tags, selectors
-from reconciler.core.selectors import Requirement
+from reconciler.core.base import selectors
+from reconciler.core.base.selectors import Requirement
+from reconciler.core.images import history, os_tags
+from reconciler.core.views import fleet_page
 from reconciler.errors import GpudrvError
 from tests.unit.fake_kube import HOST, always
 from tests.unit.fake_kube import gateway as faked

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core import matrix, tags
-from reconciler.core.tags import ImageKey
+from reconciler.core.images import matrix, tags
+from reconciler.core.images.tags import ImageKey
 
 SCHEMA = json.loads((Path(__file__).parents[2] / "schemas" / "matrix-row.schema.json").read_text())
 GOOD = "driver_branch,kernel,os_tag\n550,5.15.0-119-generic,ubuntu22.04\n535,5.15.0-107-generic,ubuntu22.04\n"

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from reconciler.adapters.files import schemas
-from reconciler.core import matrix
+from reconciler.core.images import matrix
 
 SCHEMA = schemas.load("matrix-row")
 # Any keyword the quick check does not implement sends every row to jsonschema.
@@ -33,7 +33,8 @@ def test_quick_and_thorough_agree(rows: list[tuple[str, str, str]]) -> None:
 
 def test_a_valid_matrix_is_read_without_jsonschema() -> None:
     code = (
-        "import sys; from reconciler.adapters.files import schemas; from reconciler.core import matrix; "
+        "import sys; from reconciler.adapters.files import schemas; "
+        "from reconciler.core.images import matrix; "
         "m = matrix.parse('driver_branch,kernel,os_tag\\n550,5.15.0-119-generic,ubuntu22.04\\n', "
         "schemas.load('matrix-row')); assert m.ok; print('jsonschema' in sys.modules)"
     )

@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import driver_images, impact, tags
-from reconciler.core.audit import Status, audit, audit_wants
-from reconciler.core.fleet_page import Status as Row
-from reconciler.core.fleet_page import coverage, node_rows, progress
-from reconciler.core.registry import parse_repository
-from reconciler.core.tags import ImageKey, Node
+from reconciler.core.audit import impact
+from reconciler.core.audit.audit import Status, audit, audit_wants
+from reconciler.core.contract import driver_images
+from reconciler.core.images import tags
+from reconciler.core.images.registry import parse_repository
+from reconciler.core.images.tags import ImageKey, Node
+from reconciler.core.views.fleet_page import Status as Row
+from reconciler.core.views.fleet_page import coverage, node_rows, progress
 from reconciler.render import audit as audit_view
 from reconciler.render import registry as registry_view
 from tests.unit import test_audit

@@ -1,5 +1,5 @@
-"""The pure half of copying an image: digests, descriptors, manifests and indexes (core/oci_image.py),
-and the token scopes a copy asks for (core/registry.py)."""
+"""The pure half of copying an image: digests, descriptors, manifests and indexes (core/images/oci_image.py),
+and the token scopes a copy asks for (core/images/registry.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import oci_image
-from reconciler.core.oci_image import ContentError, Descriptor, Digest, Hasher
-from reconciler.core.registry import Repository, token_scopes
+from reconciler.core.images import oci_image
+from reconciler.core.images.oci_image import ContentError, Descriptor, Digest, Hasher
+from reconciler.core.images.registry import Repository, token_scopes
 
 BYTES = b'{"schemaVersion":2}'
 HEX = hashlib.sha256(BYTES).hexdigest()

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import driver_images, operator, tags
-from reconciler.core.operator import Contract, ContractError, Kind, Mode, ResourceError
-from reconciler.core.tags import Node
+from reconciler.core.contract import driver_images, operator
+from reconciler.core.contract.operator import Contract, ContractError, Kind, Mode, ResourceError
+from reconciler.core.images import tags
+from reconciler.core.images.tags import Node
 
 RULES = operator_contract.rules()
 NEWEST = RULES.newest

@@ -3,8 +3,8 @@
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import os_tags, tags
-from reconciler.core.os_tags import RuleError
+from reconciler.core.images import os_tags, tags
+from reconciler.core.images.os_tags import RuleError
 
 RULES = operator_contract.rules()
 # (ID, VERSION_ID): the os tag under v25.10.x, v26.3.0, v26.3.1-3 and v26.7.0, as the operator computes it.

@@ -6,10 +6,11 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import placement, selectors
-from reconciler.core.placement import Placement, SpecError, Term
-from reconciler.core.selectors import Requirement
-from reconciler.core.tags import Node
+from reconciler.core.base import selectors
+from reconciler.core.base.selectors import Requirement
+from reconciler.core.cuda import placement
+from reconciler.core.cuda.placement import Placement, SpecError, Term
+from reconciler.core.images.tags import Node
 
 MAJOR = "nvidia.com/cuda.driver.major"
 VERSION_ID = "feature.node.kubernetes.io/system-os_release.VERSION_ID"

@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from reconciler.adapters.files import operator_contract
-from reconciler.core import driver_images, operator, os_tags, preflight, tags
-from reconciler.core.audit import Status
-from reconciler.core.operator import Contract, Mode, resource
-from reconciler.core.tags import KERNEL, NEXT_KERNEL, OS_ID, OS_VERSION_ID, Node
+from reconciler.core.audit import preflight
+from reconciler.core.audit.audit import Status
+from reconciler.core.contract import driver_images, operator
+from reconciler.core.contract.operator import Contract, Mode, resource
+from reconciler.core.images import os_tags, tags
+from reconciler.core.images.tags import KERNEL, NEXT_KERNEL, OS_ID, OS_VERSION_ID, Node
 from tests.unit.test_operator import nvd, policy
 
 RULES = operator_contract.rules()

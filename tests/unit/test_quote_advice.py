@@ -14,7 +14,7 @@ from ruamel.yaml.resolver import implicit_resolvers
 
 from reconciler.adapters.files import manifests, positions
 from reconciler.commands import manifest_check
-from reconciler.core import node_schema
+from reconciler.core.images import node_schema
 from reconciler.errors import GpudrvError
 
 # One form per branch of ruamel's implicit resolvers (see test_every_resolver_is_covered).

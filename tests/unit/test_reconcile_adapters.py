@@ -21,8 +21,8 @@ from reconciler.adapters.git import sync
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.adapters.serving import metrics
 from reconciler.adapters.serving.sync_endpoint import SyncEndpoint
-from reconciler.core.election import Record, Timing
-from reconciler.core.webhook import Secrets
+from reconciler.core.incluster.election import Record, Timing
+from reconciler.core.incluster.webhook import Secrets
 from reconciler.errors import GpudrvError
 from tests.unit.fake_kube import HOST, Call, Lines, refused
 from tests.unit.fake_kube import gateway as faked

@@ -16,8 +16,8 @@ import pytest
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import events, lease, node_watch, operator_fleet
-from reconciler.core import election
-from reconciler.core.election import Timing
+from reconciler.core.incluster import election
+from reconciler.core.incluster.election import Timing
 from reconciler.errors import GpudrvError
 from tests.hostile.fake_api import Answer, FakeApi, Request
 from tests.unit.fake_kube import HOST, Call, Lines, always, refused

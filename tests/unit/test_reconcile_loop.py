@@ -1,4 +1,4 @@
-"""The reconcile loop (core/reconcile_loop.py) on plain data: every decision of a turn.
+"""The reconcile loop (core/incluster/reconcile_loop.py) on plain data: every decision of a turn.
 
 The ports are plain Python: a clock the tests move, an inbox the tests fill (an empty one waits by
 moving the clock), a repository of commits, a cluster holding a contract, a lease the tests hand over,
@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from reconciler.core.fleetwatch import NO_STATE, Change, Kind
-from reconciler.core.operator import Contract
-from reconciler.core.reconcile_loop import APPLY_GRACE, LOGGED_CHANGES, UPGRADE_STATES, WAIT, Loop
-from reconciler.core.reconcile_ports import (
+from reconciler.core.contract.operator import Contract
+from reconciler.core.images.tags import KERNEL, NEXT_KERNEL, Node
+from reconciler.core.incluster.fleetwatch import NO_STATE, Change, Kind
+from reconciler.core.incluster.reconcile_loop import APPLY_GRACE, LOGGED_CHANGES, UPGRADE_STATES, WAIT, Loop
+from reconciler.core.incluster.reconcile_ports import (
     AVAILABLE,
     MISSING,
     CommitFetched,
@@ -35,7 +36,6 @@ from reconciler.core.reconcile_ports import (
     Unreadable,
     Watched,
 )
-from reconciler.core.tags import KERNEL, NEXT_KERNEL, Node
 from tests.unit.test_fleetwatch import LAB, OK_TAG, gpu
 
 RESYNC = 300.0

@@ -13,8 +13,9 @@ from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.adapters.serving.metrics import Metrics
 from reconciler.commands.reconcile.service import Exporter, QueueInbox, node_news
-from reconciler.core.audit import Finding, Status
-from reconciler.core.reconcile_ports import (
+from reconciler.core.audit.audit import Finding, Status
+from reconciler.core.images.tags import Node
+from reconciler.core.incluster.reconcile_ports import (
     AVAILABLE,
     MISSING,
     CommitFetched,
@@ -26,7 +27,6 @@ from reconciler.core.reconcile_ports import (
     Snapshot,
     Tally,
 )
-from reconciler.core.tags import Node
 
 SOURCE = Source("https://token@git.example/fleet.git", "main", Credentials())
 

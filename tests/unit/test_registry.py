@@ -11,7 +11,7 @@ import pytest
 
 from reconciler.adapters.files import schemas
 from reconciler.adapters.registry import credentials
-from reconciler.core import matrix, registry
+from reconciler.core.images import matrix, registry
 from reconciler.errors import GpudrvError
 
 

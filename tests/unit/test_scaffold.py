@@ -1,12 +1,12 @@
-"""The pure half of gpudrv init (reconciler/core/scaffold.py): pins, Node manifests, matrix rows."""
+"""The pure half of gpudrv init (reconciler/core/views/scaffold.py): pins, Node manifests, matrix rows."""
 
 from __future__ import annotations
 
 from reconciler.adapters.files.operator_contract import rules
-from reconciler.core import scaffold
-from reconciler.core.driver_images import Want
-from reconciler.core.operator import Contract, DriverResource, Kind, Mode
-from reconciler.core.tags import ImageKey, Node
+from reconciler.core.contract.driver_images import Want
+from reconciler.core.contract.operator import Contract, DriverResource, Kind, Mode
+from reconciler.core.images.tags import ImageKey, Node
+from reconciler.core.views import scaffold
 
 KERNEL = "feature.node.kubernetes.io/kernel-version.full"
 COMMIT = "a" * 40

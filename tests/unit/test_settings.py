@@ -25,8 +25,9 @@ from reconciler.adapters.files import config
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.commands import reconcile
 from reconciler.commands.settings import ApplySettings, Connection, ReconcileSettings
-from reconciler.core import executor, flags, label_selector
-from reconciler.core.executor import Installer
+from reconciler.core.base import flags, label_selector
+from reconciler.core.lab import executor
+from reconciler.core.lab.executor import Installer
 
 REPO = Path(__file__).resolve().parents[2]
 # Every field away from its default (the three engine switches exclude each other: one at a time).

@@ -1,4 +1,4 @@
-"""The operator-mode rollout's loop (core/staging.py) on the in-memory cluster and operator of
+"""The operator-mode rollout's loop (core/rollout/staging.py) on the in-memory cluster and operator of
 tests/unit/memory_operator.py: the order of its writes, every kill point with a rerun (the invariant
 checked on the whole state history), and each stop with nothing more changed."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core.budget import Budget, Pod, Selector
-from reconciler.core.staging import Staging
-from reconciler.core.supervise import Policy, Stages
-from reconciler.core.upgrade import SKIP_LABEL, Images, State
+from reconciler.core.rollout.staging import Staging
+from reconciler.core.rollout.supervise import Policy, Stages
+from reconciler.core.upgrades.budget import Budget, Pod, Selector
+from reconciler.core.upgrades.upgrade import SKIP_LABEL, Images, State
 from tests.unit.memory_operator import (
     NEW,
     OLD,

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from reconciler.core import stalls, supervise
-from reconciler.core.budget import DRAIN_SKIP_LABEL, Budget, Pod, Selector
-from reconciler.core.stalls import Context
-from reconciler.core.supervise import (
+from reconciler.core.images.tags import UPGRADE_STATE
+from reconciler.core.rollout import stalls, supervise
+from reconciler.core.rollout.stalls import Context
+from reconciler.core.rollout.supervise import (
     HELD,
     DriverPod,
     NodeFacts,
     Stages,
     Step,
 )
-from reconciler.core.tags import UPGRADE_STATE
-from reconciler.core.upgrade import SKIP_LABEL, State
+from reconciler.core.upgrades.budget import DRAIN_SKIP_LABEL, Budget, Pod, Selector
+from reconciler.core.upgrades.upgrade import SKIP_LABEL, State
 
 NEW = "nvcr.io/nvidia/driver:570-5.15.0-119-generic-ubuntu22.04"
 OLD = "nvcr.io/nvidia/driver:550-5.15.0-119-generic-ubuntu22.04"

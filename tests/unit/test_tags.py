@@ -1,7 +1,7 @@
 import pytest
 
-from reconciler.core import tags
-from reconciler.core.tags import Node, TagError
+from reconciler.core.images import tags
+from reconciler.core.images.tags import Node, TagError
 
 LAB = {
     "lab-node-0": ("550", "5.15.0-119-generic", "ubuntu", "22.04", "550-5.15.0-119-generic-ubuntu22.04"),

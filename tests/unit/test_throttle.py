@@ -1,11 +1,11 @@
-"""The retry policy for a busy API server (core/throttle.py), against client-go's rules."""
+"""The retry policy for a busy API server (core/base/throttle.py), against client-go's rules."""
 
 from __future__ import annotations
 
 import pytest
 
-from reconciler.core import throttle
-from reconciler.core.throttle import Refusal, Throttled
+from reconciler.core.base import throttle
+from reconciler.core.base.throttle import Refusal, Throttled
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ import threading
 import pytest
 
 from reconciler.adapters.registry import transfer
-from reconciler.core.oci_image import digest_of
-from reconciler.core.registry import Repository
+from reconciler.core.images.oci_image import digest_of
+from reconciler.core.images.registry import Repository
 
 BLOB = digest_of(b"layer")
 

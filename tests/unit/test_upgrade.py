@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.core import budget, tags, upgrade
-from reconciler.core.budget import Budget, Pod, Role, Selector
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import Driver, Images, LiveNode, State
+from reconciler.core.images import tags
+from reconciler.core.images.tags import Node
+from reconciler.core.upgrades import budget, upgrade
+from reconciler.core.upgrades.budget import Budget, Pod, Role, Selector
+from reconciler.core.upgrades.upgrade import Driver, Images, LiveNode, State
 
 BASE = {
     tags.GPU_PRESENT: "true",

@@ -1,4 +1,5 @@
-"""Who may make the loop fetch (core/webhook.py): signatures, bearer tokens, replays and the rate."""
+"""Who may make the loop fetch (core/incluster/webhook.py): signatures, bearer tokens, replays and
+the rate."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ import hmac
 
 import pytest
 
-from reconciler.core import webhook
-from reconciler.core.webhook import Gate, Result, Secrets
+from reconciler.core.incluster import webhook
+from reconciler.core.incluster.webhook import Gate, Result, Secrets
 
 SECRET = b"It's a Secret to Everybody"
 # GitHub's documented example ("Validating webhook deliveries"): this secret and body give this digest.

@@ -31,7 +31,7 @@ gpudrv's own workflow commands (the annotations of github.publish) go round the 
 `command()`; their values are escaped by github_text.escape_data instead. Data output must stay valid:
 `github_text.json_safe` spells such a `[` as `\\u005b` (the same JSON string, the same YAML
 double-quoted scalar) before the guard sees it, and the HTML page spells `[` and a leading `:` as
-character references. The runner's characters and patterns are the core's (core/github_text.py).
+character references. The runner's characters and patterns are the core's (core/base/github_text.py).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import Any, TextIO, cast
 
-from reconciler.core.github_text import IGNORABLE, IGNORED, neutral_legacy
+from reconciler.core.base.github_text import IGNORABLE, IGNORED, neutral_legacy
 
 # Before the `::` test the runner trims blanks (.NET's char.IsWhiteSpace: Python's \s covers it).
 _BLANKS = re.compile(rf"[\s{IGNORABLE}]*")

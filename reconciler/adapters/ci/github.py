@@ -1,7 +1,7 @@
 """GitHub Actions' channel: annotations printed on stdout, placed by path from $GITHUB_WORKSPACE, and
 the job's Markdown step summary appended to $GITHUB_STEP_SUMMARY.
 
-What they say, and its escaping, is the core's (core/github_text.py); here are only the environment
+What they say, and its escaping, is the core's (core/base/github_text.py); here are only the environment
 and the files. Everything else gpudrv prints in Actions goes through the guard of actions_guard.py; the
 annotations, gpudrv's own commands, go round it.
 """
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from reconciler.adapters import files
 from reconciler.adapters.ci import actions_guard
-from reconciler.core import github_text
-from reconciler.core.github_text import SECTION_BUDGET, SUMMARY_LIMIT, Annotation, Summary
+from reconciler.core.base import github_text
+from reconciler.core.base.github_text import SECTION_BUDGET, SUMMARY_LIMIT, Annotation, Summary
 from reconciler.errors import GpudrvError
 
 

@@ -11,9 +11,9 @@ from collections.abc import Collection, Iterator
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.core import diff
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.tags import GPU_PRESENT, Node
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.images.tags import GPU_PRESENT, Node
+from reconciler.core.views import diff
 
 METADATA_LIST = kube.METADATA_LIST
 METADATA_ONE = kube.METADATA_ONE

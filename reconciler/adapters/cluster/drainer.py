@@ -12,9 +12,9 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 from reconciler.adapters.cluster.fleet import Eviction, EvictionOutcome, Fleet
-from reconciler.core import budget
-from reconciler.core.budget import Role
-from reconciler.core.duration import show
+from reconciler.core.base.duration import show
+from reconciler.core.upgrades import budget
+from reconciler.core.upgrades.budget import Role
 
 RETRY_SECONDS = 5.0
 POLL_SECONDS = 0.5

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.core.access import EVENT_NAMESPACE
+from reconciler.core.incluster.access import EVENT_NAMESPACE
 from reconciler.errors import GpudrvError
 
 log = logging.getLogger("gpudrv.events")

@@ -20,11 +20,12 @@ from typing import Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import GPU_SELECTOR, Cluster, events, label_selector
-from reconciler.core import budget, reads
-from reconciler.core.budget import Role
-from reconciler.core.executor import DRIVER_APP, StepFailed
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.upgrade import LiveNode
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.lab.executor import DRIVER_APP, StepFailed
+from reconciler.core.upgrades import budget
+from reconciler.core.upgrades.budget import Role
+from reconciler.core.upgrades.upgrade import LiveNode
+from reconciler.core.views import reads
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"

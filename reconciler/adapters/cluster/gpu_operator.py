@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.core import driver_images, operator
-from reconciler.core.operator import DriverResource, Kind
+from reconciler.core.contract import driver_images, operator
+from reconciler.core.contract.operator import DriverResource, Kind
 from reconciler.errors import GpudrvError
 
 OPERATOR_SELECTOR = "app.kubernetes.io/component=gpu-operator"  # the Helm chart's and OLM's pod label

@@ -1,4 +1,5 @@
-"""Leader election: a coordination.k8s.io/v1 Lease, campaigned for in a thread (see core/election.py).
+"""Leader election: a coordination.k8s.io/v1 Lease, campaigned for in a thread (see
+core/incluster/election.py).
 
 Every write is a compare-and-swap on the Lease's resourceVersion (a PUT that names it): two replicas
 that try at once cannot both win, the loser gets 409 Conflict and tries again a retry period later.
@@ -16,8 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.core import election
-from reconciler.core.election import Record, Step, Timing
+from reconciler.core.incluster import election
+from reconciler.core.incluster.election import Record, Step, Timing
 from reconciler.errors import GpudrvError
 
 log = logging.getLogger("gpudrv.lease")

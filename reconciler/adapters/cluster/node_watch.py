@@ -20,9 +20,9 @@ from typing import Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import METADATA_LIST, METADATA_ONE
-from reconciler.core import throttle
-from reconciler.core.fleetwatch import backoff
-from reconciler.core.tags import GPU_PRESENT, Node
+from reconciler.core.base import throttle
+from reconciler.core.images.tags import GPU_PRESENT, Node
+from reconciler.core.incluster.fleetwatch import backoff
 from reconciler.errors import GpudrvError
 
 log = logging.getLogger("gpudrv.watch")

@@ -8,10 +8,10 @@ from typing import Any
 
 from reconciler.adapters import kube
 from reconciler.adapters.cluster.fleet import APPLY_PATCH, FIELD_MANAGER
-from reconciler.core import operator
-from reconciler.core.budget import Pod
-from reconciler.core.operator import DriverResource, Kind, Mode
-from reconciler.core.supervise import EVENT_REASON, VALIDATOR_APP, DriverPod
+from reconciler.core.contract import operator
+from reconciler.core.contract.operator import DriverResource, Kind, Mode
+from reconciler.core.rollout.supervise import EVENT_REASON, VALIDATOR_APP, DriverPod
+from reconciler.core.upgrades.budget import Pod
 from reconciler.errors import GpudrvError
 
 # The driver pods the operator's upgrade controller manages (controllers/upgrade_controller.go:58-70,127-145):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from reconciler.adapters import kube
-from reconciler.core.access import Access, Answer, Report
+from reconciler.core.incluster.access import Access, Answer, Report
 
 
 def whoami(gateway: kube.Gateway) -> str:

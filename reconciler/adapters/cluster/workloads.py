@@ -9,10 +9,12 @@ from typing import Any
 
 from reconciler.adapters import cluster, kube
 from reconciler.adapters.files import manifests, positions
-from reconciler.core import node_schema, placement, reads
-from reconciler.core.label_selector import LabelSelector
-from reconciler.core.placement import Workload
-from reconciler.core.tags import Node
+from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.cuda import placement
+from reconciler.core.cuda.placement import Workload
+from reconciler.core.images import node_schema
+from reconciler.core.images.tags import Node
+from reconciler.core.views import reads
 from reconciler.errors import GpudrvError
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.files import manifests, positions, schemas
-from reconciler.core import label_selector
-from reconciler.core.label_selector import LabelSelector
+from reconciler.core.base import label_selector
+from reconciler.core.base.label_selector import LabelSelector
 from reconciler.errors import GpudrvError
 
 DEFAULT_NAME = "gpudrv.yaml"

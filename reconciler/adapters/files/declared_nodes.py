@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from reconciler.adapters.files import manifests
-from reconciler.core.upgrade import LiveNode
+from reconciler.core.upgrades.upgrade import LiveNode
 
 
 def gpu_nodes(folder: Path) -> list[LiveNode]:

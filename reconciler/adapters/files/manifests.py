@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.files import positions, read_text, yaml_load
-from reconciler.core import node_schema
-from reconciler.core.diff import Budget
-from reconciler.core.tags import Node
+from reconciler.core.images import node_schema
+from reconciler.core.images.tags import Node
+from reconciler.core.views.diff import Budget
 from reconciler.errors import GpudrvError
 
 

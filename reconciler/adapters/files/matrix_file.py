@@ -11,9 +11,9 @@ from pathlib import Path
 
 from reconciler.adapters import files
 from reconciler.adapters.sources import read_matrix, require_valid
-from reconciler.core import matrix
-from reconciler.core.matrix import Appended
-from reconciler.core.tags import ImageKey
+from reconciler.core.images import matrix
+from reconciler.core.images.matrix import Appended
+from reconciler.core.images.tags import ImageKey
 
 
 def append(path: Path, keys: Sequence[ImageKey]) -> list[Appended]:

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.files import manifests, positions, schemas
-from reconciler.core import node_schema
-from reconciler.core.node_schema import Problem, Report
+from reconciler.core.images import node_schema
+from reconciler.core.images.node_schema import Problem, Report
 from reconciler.errors import GpudrvError
 
 

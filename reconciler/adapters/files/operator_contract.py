@@ -10,8 +10,9 @@ from typing import Any
 
 from reconciler.adapters import files
 from reconciler.adapters.files import manifests, positions
-from reconciler.core import operator, os_tags
-from reconciler.core.operator import Contract, DriverResource, Kind
+from reconciler.core.contract import operator
+from reconciler.core.contract.operator import Contract, DriverResource, Kind
+from reconciler.core.images import os_tags
 from reconciler.errors import GpudrvError
 
 RULES_FILE = files.DATA / "os-tag-rules.json"

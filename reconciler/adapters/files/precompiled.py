@@ -6,7 +6,7 @@ from functools import cache
 from pathlib import Path
 
 from reconciler.adapters import files
-from reconciler.core import build_plan
+from reconciler.core.images import build_plan
 
 RECIPES_FILE = files.DATA / "precompiled-recipes.json"
 

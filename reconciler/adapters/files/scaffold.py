@@ -17,7 +17,7 @@ from typing import Any
 from ruamel.yaml import YAML
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString
 
-from reconciler.core.scaffold import PLAIN, YAML_11_WORDS
+from reconciler.core.views.scaffold import PLAIN, YAML_11_WORDS
 from reconciler.errors import GpudrvError
 
 PACKAGE = Path(__file__).resolve().parents[2]

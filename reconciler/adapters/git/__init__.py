@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.adapters import files
-from reconciler.core import history
-from reconciler.core.history import CommitInfo, Lifetime
-from reconciler.core.tags import ImageKey
+from reconciler.core.images import history
+from reconciler.core.images.history import CommitInfo, Lifetime
+from reconciler.core.images.tags import ImageKey
 from reconciler.errors import GpudrvError
 
 if TYPE_CHECKING:

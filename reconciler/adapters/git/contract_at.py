@@ -9,7 +9,7 @@ from pathlib import Path
 from reconciler.adapters import desired, files, git
 from reconciler.adapters.files import config
 from reconciler.adapters.helm import values_files
-from reconciler.core.desired import Desired
+from reconciler.core.contract.desired import Desired
 from reconciler.errors import GpudrvError
 
 

@@ -1,5 +1,5 @@
 """Argo CD Applications that install the operator's chart: their sources, valueFiles resolved inside
-this repository, values, valuesObject and parameters (the precedence: core/helm_sources.py)."""
+this repository, values, valuesObject and parameters (the precedence: core/contract/helm_sources.py)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from reconciler.adapters import files
 from reconciler.adapters.files import manifests
 from reconciler.adapters.helm.installs import Doc, Folder, Install, fail, render
 from reconciler.adapters.helm.values_files import Layer, inside, normal_url, values_file, values_text
-from reconciler.core import helm_sources
-from reconciler.core.helm_sources import ArgoSource, SpecError, Unsupported, is_operator_chart
+from reconciler.core.contract import helm_sources
+from reconciler.core.contract.helm_sources import ArgoSource, SpecError, Unsupported, is_operator_chart
 
 GLOB = frozenset("*?[")
 

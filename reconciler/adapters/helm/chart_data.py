@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import files
-from reconciler.core import helm_chart
+from reconciler.core.contract import helm_chart
 
 CHART_FILE = files.DATA / "gpu-operator-chart.json"
 

@@ -1,7 +1,7 @@
 """The GPU Operator installed from its Helm chart, read from the fleet folder: a Flux HelmRelease, an
 Argo CD Application, or gpudrv.yaml's `helm:` values files. Each becomes the driver resources the
-chart renders (core/helm_chart.py), read like a declared ClusterPolicy or NVIDIADriver, with the
-HelmRelease's or Application's file:line as their origin (the precedence: core/helm_sources.py).
+chart renders (core/contract/helm_chart.py), read like a declared ClusterPolicy or NVIDIADriver, with the
+HelmRelease's or Application's file:line as their origin (the precedence: core/contract/helm_sources.py).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from typing import Any
 from reconciler.adapters.files import config, manifests, positions
 from reconciler.adapters.helm import chart_data
 from reconciler.adapters.helm.values_files import Layer, last_origin, values_file, values_text
-from reconciler.core import helm_chart, helm_sources, operator
-from reconciler.core.helm_sources import SpecError, Unsupported, is_operator_chart
-from reconciler.core.operator import DriverResource
+from reconciler.core.contract import helm_chart, helm_sources, operator
+from reconciler.core.contract.helm_sources import SpecError, Unsupported, is_operator_chart
+from reconciler.core.contract.operator import DriverResource
 from reconciler.errors import GpudrvError
 
 KINDS = ("HelmRelease", "Application", "ConfigMap", "Secret", "OCIRepository", "HelmChart")

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from reconciler.core import budget, diff
-from reconciler.core.tags import Node
-from reconciler.core.upgrade import LiveNode
+from reconciler.core.images.tags import Node
+from reconciler.core.upgrades import budget
+from reconciler.core.upgrades.upgrade import LiveNode
+from reconciler.core.views import diff
 
 
 def node(document: Mapping[str, Any]) -> Node:

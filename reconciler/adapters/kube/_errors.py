@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from reconciler.core.throttle import BUDGET_CAUSE, Refusal
+from reconciler.core.base.throttle import BUDGET_CAUSE, Refusal
 from reconciler.errors import GpudrvError
 
 NO_CLUSTER = "no cluster configured"
@@ -20,7 +20,7 @@ class ApiError(GpudrvError):
     ) -> None:
         super().__init__(f"the cluster at {host} answered {status} {reason}: {detail or 'no message'}")
         self.status, self.reason, self.detail, self.causes = status, reason, detail, causes
-        self.method = "GET"  # the request's verb, and what the answer said of a retry (core/throttle.py)
+        self.method = "GET"  # the request's verb, and what the answer said of a retry (core/base/throttle.py)
         self.retry_after: str | None = None
         self.cause_reasons: tuple[str, ...] = ()  # the causes' `reason` fields: DisruptionBudget, ...
 

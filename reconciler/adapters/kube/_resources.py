@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from reconciler.adapters.kube import shapes
 from reconciler.adapters.kube.shapes import Shape
-from reconciler.core.operator import API_VERSIONS, PLURALS, Kind
+from reconciler.core.contract.operator import API_VERSIONS, PLURALS, Kind
 
 
 def segment(name: str) -> str:

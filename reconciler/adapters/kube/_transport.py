@@ -15,8 +15,8 @@ from typing import Any
 
 from reconciler import __version__
 from reconciler.adapters.kube._errors import ApiError, BadAnswer, Gone, Unreachable, first_line, refusal
-from reconciler.core import throttle
-from reconciler.core.throttle import Throttled
+from reconciler.core.base import throttle
+from reconciler.core.base.throttle import Throttled
 from reconciler.errors import GpudrvError
 
 MAX_BODY = 256 * 1024 * 1024  # bytes of one answer, decompressed
@@ -110,7 +110,7 @@ class Transport:
         if not 200 <= answer.status <= 299:
             answer.read()
             refused = ApiException(http_resp=answer)
-            refused.method = method  # type: ignore[attr-defined]  # what the retry policy asks (core/throttle.py)
+            refused.method = method  # type: ignore[attr-defined]  # what the retry policy asks (core/base/throttle.py)
             raise refused
         return answer.response
 
@@ -144,7 +144,7 @@ class Transport:
             return data
 
     def _throttled(self, exc: GpudrvError, attempt: int, started: float) -> Throttled | None:
-        """The wait the server asked for, when the policy retries this answer (core/throttle.py); the
+        """The wait the server asked for, when the policy retries this answer (core/base/throttle.py); the
         request's total timeout bounds the whole of it, retries included."""
         if not isinstance(exc, ApiError):
             return None

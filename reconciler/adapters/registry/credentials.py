@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters import files
-from reconciler.core.registry import DOCKER_HUB, Repository
+from reconciler.core.images.registry import DOCKER_HUB, Repository
 from reconciler.errors import GpudrvError
 
 AUTH_FILE = "REGISTRY_AUTH_FILE"

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reconciler.adapters.registry import manifests, oci
-from reconciler.core.oci_image import (
+from reconciler.core.images.oci_image import (
     MAX_DEPTH,
     ContentError,
     Digest,
@@ -31,7 +31,7 @@ from reconciler.core.oci_image import (
     digest_of,
     parse_digest,
 )
-from reconciler.core.registry import (
+from reconciler.core.images.registry import (
     ImageReference,
     Repository,
     parse_image_reference,

@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any
 
 from reconciler.adapters.registry import oci
-from reconciler.core.oci_image import (
+from reconciler.core.images.oci_image import (
     MANIFEST_TYPES,
     ContentError,
     Digest,

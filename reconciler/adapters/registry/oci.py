@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from reconciler import __version__
 from reconciler.adapters.registry import credentials
-from reconciler.core.registry import (
+from reconciler.core.images.registry import (
     Challenge,
     Repository,
     challenges,

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from reconciler.adapters.registry import manifests, oci
-from reconciler.core.oci_image import (
+from reconciler.core.images.oci_image import (
     MAX_DEPTH,
     ContentError,
     Descriptor,
@@ -34,7 +34,7 @@ from reconciler.core.oci_image import (
     error_codes,
     parse_digest,
 )
-from reconciler.core.registry import Repository
+from reconciler.core.images.registry import Repository
 from reconciler.errors import GpudrvError
 
 if TYPE_CHECKING:

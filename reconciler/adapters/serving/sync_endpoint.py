@@ -1,4 +1,4 @@
-"""`POST /sync`: a verified caller makes the loop fetch now (the rules: core/webhook.py).
+"""`POST /sync`: a verified caller makes the loop fetch now (the rules: core/incluster/webhook.py).
 
 The secrets are files a Secret mounts (`--sync-secret-file`, `--sync-token-file`), read again on every
 request, so a rotated Secret takes effect without a restart. A file that is not there turns its way off
@@ -13,8 +13,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from reconciler.core import webhook
-from reconciler.core.webhook import Result, Secrets
+from reconciler.core.incluster import webhook
+from reconciler.core.incluster.webhook import Result, Secrets
 
 log = logging.getLogger("gpudrv.http")
 

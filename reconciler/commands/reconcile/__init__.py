@@ -1,7 +1,7 @@
 """`gpudrv reconcile`: the in-cluster half of gpudrv, a loop that pulls git and watches the nodes.
 
 Its settings, the commit it puts in force, the child `gpudrv apply`'s arguments, and its three modes:
-the loop (run: commands/reconcile/service.py around core/reconcile_loop.py), one audit for a CronJob
+the loop (run: commands/reconcile/service.py around core/incluster/reconcile_loop.py), one audit for a CronJob
 (run_once), and --check-access.
 """
 
@@ -24,11 +24,12 @@ from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands.settings import ApplySettings, Connection
-from reconciler.core import access, executor
-from reconciler.core.audit import Status, audit_wants, check_want
-from reconciler.core.election import Timing
-from reconciler.core.flags import argv
-from reconciler.core.reconcile_ports import CONFIG_NAME, INVALID, MISSING, Snapshot
+from reconciler.core.audit.audit import Status, audit_wants, check_want
+from reconciler.core.base.flags import argv
+from reconciler.core.incluster import access
+from reconciler.core.incluster.election import Timing
+from reconciler.core.incluster.reconcile_ports import CONFIG_NAME, INVALID, MISSING, Snapshot
+from reconciler.core.lab import executor
 from reconciler.errors import GpudrvError
 from reconciler.render import audit, document
 from reconciler.render.reconcile import access_json, access_text, invalid_message, missing_message

@@ -1,7 +1,8 @@
 """`gpudrv reconcile` running: the threads, the HTTP server, and the loop's ports on them.
 
-The loop (core/reconcile_loop.py, pure) reads one inbox in the main thread and acts through the ports
-of core/reconcile_ports.py, implemented here on git, the cluster, Prometheus and logging:
+The loop (core/incluster/reconcile_loop.py, pure) reads one inbox in the main thread and acts through
+the ports
+of core/incluster/reconcile_ports.py, implemented here on git, the cluster, Prometheus and logging:
 
     git-sync       fetch the branch every --interval, or on POST /sync      -> CommitFetched
     node-watch     list + watch GPU nodes (leader only)                     -> Watched(news)
@@ -34,10 +35,11 @@ from reconciler.adapters.serving.metrics import Metrics, Server
 from reconciler.adapters.serving.sync_endpoint import SyncEndpoint, secret_files
 from reconciler.commands import OK
 from reconciler.commands.reconcile import Settings, apply_arguments, check, load_snapshot
-from reconciler.core.fleetwatch import Change
-from reconciler.core.operator import Contract
-from reconciler.core.reconcile_loop import Loop
-from reconciler.core.reconcile_ports import (
+from reconciler.core.base.throttle import Throttled
+from reconciler.core.contract.operator import Contract
+from reconciler.core.incluster.fleetwatch import Change
+from reconciler.core.incluster.reconcile_loop import Loop
+from reconciler.core.incluster.reconcile_ports import (
     CommitFetched,
     Event,
     Figures,
@@ -56,7 +58,6 @@ from reconciler.core.reconcile_ports import (
     Unreadable,
     Watched,
 )
-from reconciler.core.throttle import Throttled
 from reconciler.errors import GpudrvError
 from reconciler.render.reconcile import change_line, event_message
 
@@ -255,7 +256,8 @@ class Exporter:
 
 
 class Service:
-    """The threads and the HTTP server around the loop (core/reconcile_loop.py), started and stopped."""
+    """The threads and the HTTP server around the loop (core/incluster/reconcile_loop.py), started and
+    stopped."""
 
     def __init__(self, settings: Settings, options: kube.Options) -> None:
         self.settings, self.options = settings, options

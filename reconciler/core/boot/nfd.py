@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from reconciler.core import tags
+from reconciler.core.images import tags
 
 LABEL = tags.NEXT_KERNEL
 

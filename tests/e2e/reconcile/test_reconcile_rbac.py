@@ -1,7 +1,7 @@
 """Least privilege, proven on the real API server (it authorizes with RBAC): deploy/'s roles, applied
 as kustomize renders them, under the ServiceAccount's own token.
 
-What gpudrv needs is not listed here: it is reconciler/core/access.py's list, the one `gpudrv
+What gpudrv needs is not listed here: it is reconciler/core/incluster/access.py's list, the one `gpudrv
 reconcile --check-access` asks the API server about (SelfSubjectAccessReview, as the ServiceAccount),
 and SubjectAccessReviews below ask again as the administrator.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.core import access
+from reconciler.core.incluster import access
 from tests.e2e.conftest import Kube
 from tests.e2e.reconcile.conftest import DEPLOY, LEASE, Deployed, as_list, deploy, isolate, render
 

@@ -1,0 +1,2 @@
+"""An upgrade's states, gates and plan (the operator's upgrade-state machine), and
+PodDisruptionBudgets."""
