@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from reconciler.adapters.files import manifests
 from reconciler.adapters.files.config import HelmValues
-from reconciler.adapters.files.operator_contract import checked, load_resources, located, rules
+from reconciler.adapters.files.operator_contract import load_resources, located, rules
 from reconciler.core.contract import driver_images, operator
 from reconciler.core.contract.desired import (
     Candidate,
@@ -29,7 +29,7 @@ from reconciler.core.contract.desired import (
     decide,
 )
 from reconciler.core.contract.driver_images import FleetNote, Wants
-from reconciler.core.contract.operator import DriverResource, Kind
+from reconciler.core.contract.operator import Contract, DriverResource, Kind
 from reconciler.core.images import os_tags
 from reconciler.core.images.tags import Node
 from reconciler.errors import GpudrvError
@@ -122,6 +122,15 @@ def from_cluster(gateway: kube.Gateway, pins: Pins) -> Desired:
         declared=resources,
         live=True,
     )
+
+
+def checked(resources: list[DriverResource], rule: os_tags.Rule, release: os_tags.Release | None) -> Contract:
+    """The resources the operator would act on, checked (core/contract/operator.py contract): the one
+    place gpudrv builds a contract; a refusal is one error at the resource's file:line."""
+    try:
+        return operator.contract(resources, rule, release)
+    except operator.ContractError as exc:
+        raise located(exc) from None
 
 
 def wants(desired: Desired, nodes: list[Node]) -> Wants:

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import argparse
 
+from reconciler.adapters import kube
 from reconciler.adapters.registry.oci import CONCURRENCY
 from reconciler.arguments import GITHUB_HELP, Group, add, given, path, positive, values
 from reconciler.commands import Output
-from reconciler.commands.settings import ApplySettings, Connection
+from reconciler.commands.settings import ApplySettings
 from reconciler.core.images.registry import Repository
 from reconciler.errors import GpudrvError
 
@@ -29,7 +30,7 @@ def node_options(manifests: bool = True, desired: bool = False) -> argparse.Argu
 
 
 def cluster_options(group: Group) -> None:
-    add(group, Connection, "kubeconfig", "context", "request_timeout")
+    add(group, kube.Options, "kubeconfig", "context", "request_timeout")
 
 
 def selector_option() -> argparse.ArgumentParser:

@@ -2,7 +2,7 @@
 they are given (core/base/flags.py). From them come the commands' flags and defaults (reconciler/arguments),
 the gpudrv.yaml keys (adapters/files/config.py) and the child command line of `reconcile --apply`.
 
-Connection: how a live command reaches its cluster (adapters.kube connects with it as kube.Options).
+How a live command reaches its cluster is kube.Options (adapters/kube), the one connection type.
 ApplySettings: `gpudrv apply`; lab mode's upgrade (executor.Options, nested here) and the GPU Operator's
 staged rollout (commands/rollout.py) read the same type.
 ReconcileSettings: `gpudrv reconcile`'s own flags (arguments/reconcile.py makes the loop's Settings).
@@ -13,31 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from reconciler.adapters import kube
 from reconciler.core.base.flags import Kind, flag, nested
 from reconciler.core.base.label_selector import LabelSelector
 from reconciler.core.lab.executor import Options
 from reconciler.core.rollout.supervise import Stages
 
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
-
-
-@dataclass(frozen=True)
-class Connection:
-    kubeconfig: str | None = flag(
-        "--kubeconfig",
-        Kind.TEXT,
-        None,
-        what="path",
-        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
-    )
-    context: str | None = flag(
-        "--context", Kind.TEXT, None, what="context name", help="kubeconfig context to use"
-    )
-    request_timeout: float | None = flag(
-        "--request-timeout", Kind.SECONDS, None, metavar="D",
-        help="give up on a single API request after D, like kubectl (e.g. 10s; 0: never; "
-        "default: connect 5s, each read 15s, one answer 60s)",
-    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -175,7 +157,7 @@ class ReconcileSettings:
         "--event-refresh", Kind.SECONDS, 1800.0, metavar="D",
         help="count a lasting problem's Node event again after D (default 30m)",
     )  # fmt: skip
-    connection: Connection = nested(Connection)
+    connection: kube.Options = nested(kube.Options)
     no_leader_election: bool = flag(
         "--no-leader-election", Kind.SWITCH, False, help="act without a Lease (one replica)"
     )

@@ -9,7 +9,7 @@ import pytest
 from reconciler.adapters.files import operator_contract
 from reconciler.core.contract import driver_images, operator
 from reconciler.core.contract.operator import Contract, ContractError, Kind, Mode, ResourceError
-from reconciler.core.images import tags
+from reconciler.core.images import os_tags, tags
 from reconciler.core.images.tags import Node
 
 RULES = operator_contract.rules()
@@ -47,9 +47,7 @@ def nvd(name: str, selector: dict[str, str] | None = None, **spec: Any) -> dict[
 def build(*documents: dict[str, Any], release: str | None = None) -> Contract:
     rule = RULES.for_version(release) if release else NEWEST
     parsed = [operator.resource(document) for document in documents]
-    return operator.contract(
-        parsed, rule, None if release is None else operator_contract.rule_for(release)[1]
-    )
+    return operator.contract(parsed, rule, None if release is None else os_tags.parse_release(release))
 
 
 # --- reading resources ---------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ def pooled_contract() -> operator.Contract:
         replace(item, node_selector={**item.node_selector, POOL_KEY: "gpu-a"}) if item.node_selector else item
         for item in operator_contract.load_resources(FLEETS[2])
     ]
-    return operator.contract(resources, operator_contract.rule_for(None)[0])
+    return operator.contract(resources, operator_contract.rules().newest)
 
 
 CONTRACTS = [(fleet, desired.from_git(fleet, desired.Pins(), quiet=True).contract) for fleet in FLEETS]

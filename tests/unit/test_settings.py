@@ -24,7 +24,7 @@ from reconciler.adapters import kube
 from reconciler.adapters.files import config
 from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.commands import reconcile
-from reconciler.commands.settings import ApplySettings, Connection, ReconcileSettings
+from reconciler.commands.settings import ApplySettings, ReconcileSettings
 from reconciler.core.base import flags, label_selector
 from reconciler.core.lab import executor
 from reconciler.core.lab.executor import Installer
@@ -47,7 +47,7 @@ EVERYTHING = ApplySettings(
     operator_version="v25.3.4",
     registry_images="off",
 )
-CONNECTION = Connection(kubeconfig="-kube/config", context="ctx=1", request_timeout=0.1 + 0.2)
+CONNECTION = kube.Options(kubeconfig="-kube/config", context="ctx=1", request_timeout=0.1 + 0.2)
 
 
 @pytest.fixture(autouse=True)
@@ -131,9 +131,9 @@ def test_numbers_come_back(drain: float, timeout: float, parallel: int, canary: 
 
 def test_connection_comes_back_on_apply() -> None:
     args = parsed("apply", *flags.argv(EVERYTHING), *flags.argv(CONNECTION))
-    assert flags.build(Connection, vars(args)) == CONNECTION
-    never = Connection(request_timeout=0.0)  # 0: never, not the default
-    assert flags.build(Connection, vars(parsed("apply", "--from=f", *flags.argv(never)))) == never
+    assert flags.build(kube.Options, vars(args)) == CONNECTION
+    never = kube.Options(request_timeout=0.0)  # 0: never, not the default
+    assert flags.build(kube.Options, vars(parsed("apply", "--from=f", *flags.argv(never)))) == never
 
 
 def test_an_unbounded_duration_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
@@ -220,7 +220,7 @@ def test_the_child_apply_keeps_every_flag(tmp_path: Path) -> None:
     )
     # The child runs in its own working tree: the kubeconfig it reads is the one reconcile was given.
     kubeconfigs = f"{tmp_path}/kc.yaml:{tmp_path}/b.yaml"
-    assert flags.build(Connection, vars(child)) == Connection(kubeconfigs, "ctx", 10.0)
+    assert flags.build(kube.Options, vars(child)) == kube.Options(kubeconfigs, "ctx", 10.0)
 
 
 def test_the_child_apply_gets_a_relative_kubeconfig_variable_made_absolute(
@@ -257,8 +257,8 @@ def dests(parser: argparse.ArgumentParser) -> set[str]:
 
 
 def test_apply_flags_are_apply_settings_and_connection() -> None:
-    specs = [*flags.specs(ApplySettings), *flags.specs(Connection)]
-    # and --cluster: it picks the Connection's values from gpudrv.yaml's clusters: (arguments/clusters.py)
+    specs = [*flags.specs(ApplySettings), *flags.specs(kube.Options)]
+    # and --cluster: it picks the connection's values from gpudrv.yaml's clusters: (arguments/clusters.py)
     assert dests(subparser("apply")) == {spec.dest for spec in specs} | {"clusters"}
     options = {action.dest: action.option_strings for action in subparser("apply")._actions}
     assert {spec.dest: [spec.flag.name] for spec in specs if not spec.flag.short} == {
@@ -278,7 +278,7 @@ def test_the_schema_keys_are_the_settings_config_keys(tmp_path: Path) -> None:
     schema = json.loads((REPO / "schemas/gpudrv-config.schema.json").read_text())
     keys = {
         key
-        for kind in (ApplySettings, ReconcileSettings, Connection)
+        for kind in (ApplySettings, ReconcileSettings, kube.Options)
         for key in flags.config_keys(kind).values()
     }
     # helm: values files, no flag's default; registry: audit/matrix verify/matrix fill --registry's

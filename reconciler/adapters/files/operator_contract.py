@@ -11,7 +11,7 @@ from typing import Any
 from reconciler.adapters import files
 from reconciler.adapters.files import manifests, positions
 from reconciler.core.contract import operator
-from reconciler.core.contract.operator import Contract, DriverResource, Kind
+from reconciler.core.contract.operator import DriverResource, Kind
 from reconciler.core.images import os_tags
 from reconciler.errors import GpudrvError
 
@@ -22,17 +22,6 @@ KINDS = tuple(str(kind) for kind in Kind)
 @cache
 def rules(path: Path = RULES_FILE) -> os_tags.Rules:
     return files.read_json(path, os_tags.parse_rules)
-
-
-def rule_for(version: str | None) -> tuple[os_tags.Rule, os_tags.Release | None]:
-    """The os-tag rule of an operator release (None: the newest rule), with the release itself."""
-    known = rules()
-    if version is None:
-        return known.newest, None
-    try:
-        return known.for_version(version), os_tags.parse_release(version)
-    except os_tags.RuleError as exc:
-        raise GpudrvError(f"--operator-version: {exc}; pass a released version like v26.3.3") from None
 
 
 def load_resources(folder: Path) -> list[DriverResource]:
@@ -67,13 +56,6 @@ def _check_api_version(path: Path, line: int, document: dict[str, Any]) -> None:
         at = positions.line_of(document, ["apiVersion"], line)
         found = document.get("apiVersion")
         raise GpudrvError(f"{path}:{at}: {kind} must have apiVersion: {wanted} (found {found!r})")
-
-
-def checked(resources: list[DriverResource], rule: os_tags.Rule, release: os_tags.Release | None) -> Contract:
-    try:
-        return operator.contract(resources, rule, release)
-    except operator.ContractError as exc:
-        raise located(exc) from None
 
 
 def located(exc: operator.ContractError) -> GpudrvError:

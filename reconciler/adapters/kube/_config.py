@@ -27,6 +27,7 @@ from reconciler.adapters.kube import shapes
 from reconciler.adapters.kube._errors import NO_CLUSTER, NoCluster, first_line
 from reconciler.adapters.kube._gateway import Gateway
 from reconciler.adapters.kube._transport import TIMEOUT, USER_AGENT, BoundedPool, Timeouts, new_client
+from reconciler.core.base.flags import Kind, flag
 from reconciler.errors import GpudrvError
 
 EXEC_TIMEOUT = 15.0  # an exec credential plugin that has not answered by then never will
@@ -34,9 +35,25 @@ EXEC_TIMEOUT = 15.0  # an exec credential plugin that has not answered by then n
 
 @dataclass(frozen=True)
 class Options:
-    kubeconfig: str | None = None
-    context: str | None = None
-    request_timeout: float | None = None  # --request-timeout, seconds; 0 for none; None for the defaults
+    """How a live command reaches its cluster: the one connection type. Its fields carry their flags
+    (core/base/flags.py): the parsers, and the child command line `reconcile --apply` starts, come from
+    here."""
+
+    kubeconfig: str | None = flag(
+        "--kubeconfig",
+        Kind.TEXT,
+        None,
+        what="path",
+        help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)",
+    )
+    context: str | None = flag(
+        "--context", Kind.TEXT, None, what="context name", help="kubeconfig context to use"
+    )
+    request_timeout: float | None = flag(  # seconds; 0 for none; None for the defaults
+        "--request-timeout", Kind.SECONDS, None, metavar="D",
+        help="give up on a single API request after D, like kubectl (e.g. 10s; 0: never; "
+        "default: connect 5s, each read 15s, one answer 60s)",
+    )  # fmt: skip
 
 
 def exec_timeout(timeouts: Timeouts) -> float:

@@ -23,7 +23,7 @@ from reconciler.adapters.files import config
 from reconciler.adapters.git.sync import GitSync, Source
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.commands.settings import ApplySettings, Connection
+from reconciler.commands.settings import ApplySettings
 from reconciler.core.audit.audit import Status, audit_wants, check_want
 from reconciler.core.base.flags import argv
 from reconciler.core.incluster import access
@@ -118,7 +118,7 @@ def apply_arguments(
     kubeconfig = given and os.pathsep.join(
         str(Path(name).expanduser().absolute()) for name in given.split(os.pathsep) if name
     )
-    connection = Connection(kubeconfig or None, options.context, options.request_timeout)
+    connection = kube.Options(kubeconfig or None, options.context, options.request_timeout)
     return [*argv(apply), *argv(connection)]
 
 
