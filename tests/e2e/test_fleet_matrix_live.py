@@ -9,6 +9,7 @@ registries (tests/registry). The offline commands are tests/cli/test_fleet_matri
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from reconciler.core.contract.desired import SourceKind
 from tests import fleets
-from tests.conftest import gpudrv_command, gpudrv_env
+from tests.conftest import REPO, gpudrv_command, gpudrv_env
 from tests.e2e.conftest import TEST_LABEL, FakeNodes, Kube
 from tests.e2e.test_operator_rollout import precompiled
 from tests.helm import chart
@@ -275,3 +277,51 @@ def test_a_plain_apply_on_a_helm_fleet_waits_for_the_engine_and_writes_nothing_o
     assert "applied ClusterPolicy" not in waited.stdout
     assert site.kube.run("get", "clusterpolicies", check=False).returncode != 0  # no CRD: nothing was written
     site.run("apply", "--release", *FROM, *MATRIX, *MERGED, *site.selector)
+
+
+def test_the_bundled_flux_fleet_plans_and_applies_one_plan(
+    kube: Kube, nodes: FakeNodes, tmp_path: Path
+) -> None:
+    """The issue's own story: the bundled Flux fleet (clusters/gpu-operator-helm), its nodes in the cluster,
+    the HelmRelease's driver.version moved 550 -> 570 with no 570 image in the matrix. plan and
+    apply --dry-run both go the operator's way through the chart's ClusterPolicy and both stop at the
+    image gate; apply never says "nothing to upgrade"."""
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "clusters" / "gpu-operator-helm", root / "fleet")
+    (root / "matrix").mkdir()
+    shutil.copy(REPO / "matrix" / "gpu-operator-helm.csv", root / "matrix" / "support-matrix.csv")
+    for manifest in sorted((root / "fleet" / "nodes").glob("*.yaml")):
+        document = yaml.safe_load(manifest.read_text())
+        kube.run(
+            "delete", "node", document["metadata"]["name"], "--ignore-not-found", "--wait=true", check=False
+        )
+        nodes.add(document["metadata"]["name"], **document["metadata"]["labels"])
+    release = root / "fleet" / "helmrelease.yaml"
+    release.write_text(release.read_text().replace('version: "550"', 'version: "570"'))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
+    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
+    subprocess.run([*git, "commit", "-qm", "driver 570"], cwd=root, check=True)
+    site = Site(root, kube, nodes, {}, ())  # type: ignore[arg-type]  # no registry is read here
+    common = (*FROM, *MATRIX, *MERGED, *site.selector)
+    plan = site.run("plan", *common, codes=(1,))
+    dry = site.run("apply", "--dry-run", *common, codes=(1,))
+    for name, kernel in (
+        ("helm-rhel-0", "5.14.0-427.13.1.el9_4.x86_64"),
+        ("helm-rhel-1", "5.14.0-427.40.1.el9_4.x86_64"),
+    ):
+        tag = f"570-{kernel}-rhel9.4"
+        image = f"nvcr.io/nvidia/driver:{tag}"
+        moving = f"{name}: driver 550 -> 570 (ClusterPolicy/cluster-policy), image {image} BLOCKED"
+        assert moving in plan.stdout, plan.stdout
+        assert f"[blocked] image: {tag} is not in matrix/support-matrix.csv on main" in plan.stdout, (
+            plan.stdout
+        )
+        assert f"{name}: image gate: {tag} is not in matrix/support-matrix.csv on main" in dry.stdout, (
+            dry.stdout
+        )
+    assert "nothing to upgrade" not in dry.stdout and dry.stdout.rstrip().endswith("nothing was changed")
+    dry_json = json.loads(site.run("apply", "--dry-run", *common, "-o", "json", codes=(1,)).stdout)
+    plan_json = json.loads(site.run("plan", *common, "-o", "json", codes=(1,)).stdout)
+    assert dry_json["desired"] == plan_json["desired"]
+    assert plan_json["desired"]["operator"]["version"] == "v25.3.4"
