@@ -28,7 +28,7 @@ from reconciler.core.contract.desired import (
     VersionFrom,
     decide,
 )
-from reconciler.core.contract.driver_images import FleetNote, Wants
+from reconciler.core.contract.driver_images import FleetNote, Want, Wants
 from reconciler.core.contract.operator import Contract, DriverResource, Kind
 from reconciler.core.images import os_tags
 from reconciler.core.images.tags import Node
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from reconciler.adapters import kube
     from reconciler.adapters.helm.installs import Install, Installs
 
-Gateway = Callable[[], "kube.Gateway"]
+Connect = Callable[[], "kube.Gateway"]  # a gateway, reached when first asked
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,14 @@ def wants(desired: Desired, nodes: list[Node]) -> Wants:
     return found
 
 
+def want(desired: Desired, node: Node) -> Want:
+    """One node's image under the desired state (gpudrv tag), errors located as wants' are."""
+    try:
+        return driver_images.want_of(desired.contract, node)
+    except operator.ContractError as exc:
+        raise located(exc) from None
+
+
 # --- the operator release ------------------------------------------------------------------------------
 
 
@@ -156,7 +164,7 @@ def _config(pins: Pins) -> Candidate | None:
     return Candidate(pins.config, pins.config_origin) if pins.config is not None else None
 
 
-def _live_version(gateway: Gateway) -> Callable[[], Candidate | None]:
+def _live_version(gateway: Connect) -> Callable[[], Candidate | None]:
     def read() -> Candidate | None:
         from reconciler.adapters.cluster import gpu_operator
 
@@ -169,7 +177,7 @@ def _live_version(gateway: Gateway) -> Callable[[], Candidate | None]:
     return read
 
 
-def _rule(version: OperatorVersion, gateway: Gateway | None) -> tuple[os_tags.Rule, os_tags.Release | None]:
+def _rule(version: OperatorVersion, gateway: Connect | None) -> tuple[os_tags.Rule, os_tags.Release | None]:
     """The os-tag rule of the release, or one error line that names where the bad release came from."""
     known = rules()
     if version.value is None:
@@ -180,7 +188,7 @@ def _rule(version: OperatorVersion, gateway: Gateway | None) -> tuple[os_tags.Ru
         raise _bad_release(version, exc, gateway) from None
 
 
-def _bad_release(version: OperatorVersion, exc: os_tags.RuleError, gateway: Gateway | None) -> GpudrvError:
+def _bad_release(version: OperatorVersion, exc: os_tags.RuleError, gateway: Connect | None) -> GpudrvError:
     value = version.value
     if version.source is VersionFrom.FLAG:
         return GpudrvError(f"--operator-version: {exc}; pass a released version like v26.3.3")

@@ -43,7 +43,7 @@ def expected(namespace: str, node: str) -> dict[str, list[tuple[str, str, tuple[
         "tag": [*resources, ("get", f"/api/v1/nodes/{node}", ())],
         "audit": [*resources, *gpu_nodes],
         "report": [*resources, *gpu_nodes],
-        "status": [*resources, *live_nodes, *budgets, *pods],
+        "status": [*live_nodes, *budgets, *pods],  # --from: the desired state is git's (lab here)
         "plan": [*live_nodes, *pods, *budgets],  # lab mode: no operator release to learn
         "diff": [
             ("list", f"/apis/policy/v1/namespaces/{namespace}/poddisruptionbudgets", ()),
