@@ -93,7 +93,7 @@ def audit(
     if output is Output.GITHUB:
         github.publish(audit_annotations(result, repo), audit_summary(result, repo), audit_closing(result))
     elif output.structured:
-        print(document.text(audit_json(result, repo), output))
+        print(document.text({**audit_json(result, repo), "desired": source.desired.as_json()}, output))
     else:
         print(audit_text(result, len(present), repo))
     return OK if result.ok else FINDINGS

@@ -30,7 +30,7 @@ import yaml
 from reconciler.adapters.files import yaml_load
 from reconciler.adapters.helm import chart_data
 from reconciler.core.contract import helm_chart
-from tests.helm import chart
+from tests.helm.chart import chart_copy, helm_binary, helm_env
 
 pytestmark = pytest.mark.helm
 
@@ -41,13 +41,13 @@ COMPARED: dict[str, int] = {}
 
 @pytest.fixture(scope="session")
 def helm_bin() -> Path:
-    return chart.helm_binary()
+    return helm_binary()
 
 
 @pytest.fixture(scope="session")
 def chart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A writable copy of the pinned module's chart (downloaded from the proxy if not cached)."""
-    return chart.chart_copy(tmp_path_factory.mktemp("chart"))
+    return chart_copy(tmp_path_factory.mktemp("chart"))
 
 
 @pytest.fixture(scope="session")
@@ -72,7 +72,7 @@ _GoYamlLoader.add_implicit_resolver(
 
 
 def helm_template(helm: Path, chart: Path, files: list[Path], home: Path) -> tuple[list[dict[str, Any]], str]:
-    env = chart.helm_env(home)
+    env = helm_env(home)
     args = [str(helm), "template", "gpu-operator", str(chart), "--namespace", "gpu-operator"]
     for f in files:
         args += ["-f", str(f)]
