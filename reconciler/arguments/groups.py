@@ -11,6 +11,7 @@ from reconciler.arguments import GITHUB_HELP, Group, add, given, path, positive,
 from reconciler.commands import Output
 from reconciler.commands.settings import ApplySettings
 from reconciler.core.images.registry import Repository
+from reconciler.core.lab.executor import Options
 from reconciler.errors import GpudrvError
 
 
@@ -44,6 +45,15 @@ def allow_empty_option() -> argparse.ArgumentParser:
     """--allow-empty, for the commands that check GPU nodes: finding none is exit 2 without it."""
     options = argparse.ArgumentParser(add_help=False)
     add(options, ApplySettings, "allow_empty")
+    return options
+
+
+def gate_options() -> argparse.ArgumentParser:
+    """The gates of plan and apply: where the image gate reads the matrix, the CUDA gate's registry
+    reads, and --force (past a budget)."""
+    options = argparse.ArgumentParser(add_help=False)
+    add(options, ApplySettings, "merged_ref", "registry_images")
+    add(options, Options, "force")
     return options
 
 
