@@ -17,9 +17,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from ruamel.yaml import YAML
 
 from reconciler.adapters.git.sync import Credentials, Source
+from reconciler.adapters.incluster.reconcile_ports import Exporter
 from reconciler.adapters.serving.metrics import Metrics
-from reconciler.commands.reconcile.service import Exporter
 from reconciler.core.incluster.reconcile_ports import Figures
+from reconciler.render.reconcile import change_line, event_message
 from tests.conftest import REPO
 
 MONITORING = REPO / "deploy" / "monitoring"
@@ -55,7 +56,8 @@ def exported() -> dict[str, set[str]]:
     """Every series name the reconciler's /metrics shows with figures that have every kind of finding,
     and the label names it carries."""
     measured = Metrics()
-    out = Exporter(measured, None, Source("https://git.example/fleet.git", "main", Credentials()))  # type: ignore[arg-type]
+    source = Source("https://git.example/fleet.git", "main", Credentials())
+    out = Exporter(measured, None, source, change_line, event_message)  # type: ignore[arg-type]
     out.export(
         Figures(
             True,

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reconciler.commands.driver_resources import Change, refuse_owned
+from reconciler.adapters.cluster.driver_resources import Change, refuse_owned
 from reconciler.core.contract import field_owners
 from reconciler.core.contract.field_owners import Difference, Owned
 from reconciler.core.contract.operator import DriverResource, Kind
@@ -87,7 +87,7 @@ def test_same_keeps_booleans_apart_from_numbers() -> None:
     assert not field_owners.same("1", 1)
 
 
-# --- what operator-mode apply says about them (commands/driver_resources.py) ---------------------------
+# --- what operator-mode apply says about them (adapters/cluster/driver_resources.py) -------------------
 
 DRIVER = DriverResource(Kind.NVIDIA_DRIVER, "pool-a", version="570", origin="fleet/driver.yaml:3")
 BUMP = Difference(("spec", "version"), "570", "550")

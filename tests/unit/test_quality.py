@@ -111,7 +111,6 @@ def test_every_command_module_is_in_the_independence_contract() -> None:
     assert shared == {
         "reconciler.commands.upgrades",
         "reconciler.commands.settings",
-        "reconciler.commands.driver_resources",
         "reconciler.commands.fleet_page",
         "reconciler.commands.cuda_gates",
         "reconciler.commands.clusters",

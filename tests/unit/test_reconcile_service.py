@@ -1,5 +1,5 @@
-"""The reconcile loop's ports on real things (commands/reconcile/service.py): the Prometheus series the
-Exporter keeps, the inbox's batches, the events it posts, the node news it translates."""
+"""The reconcile loop's ports on real things (adapters/incluster/reconcile_ports.py): the Prometheus series
+the Exporter keeps, the inbox's batches, the events it posts, the node news it translates."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from reconciler.adapters.cluster.events import NodeEvent
 from reconciler.adapters.cluster.node_watch import Changed, Deleted, Listed
 from reconciler.adapters.git.sync import Credentials, Source
+from reconciler.adapters.incluster.reconcile_ports import Exporter, QueueInbox, node_news
 from reconciler.adapters.serving.metrics import Metrics
-from reconciler.commands.reconcile.service import Exporter, QueueInbox, node_news
 from reconciler.core.audit.audit import Finding, Status
 from reconciler.core.images.tags import Node
 from reconciler.core.incluster.reconcile_ports import (
@@ -27,6 +27,7 @@ from reconciler.core.incluster.reconcile_ports import (
     Snapshot,
     Tally,
 )
+from reconciler.render.reconcile import change_line, event_message
 
 SOURCE = Source("https://token@git.example/fleet.git", "main", Credentials())
 
@@ -51,7 +52,7 @@ def series(measured: Metrics, name: str) -> list[tuple[dict[str, str], float]]:
 
 def exporter() -> tuple[Exporter, Metrics, Sink]:
     measured, sink = Metrics(), Sink()
-    return Exporter(measured, sink, SOURCE), measured, sink  # type: ignore[arg-type]
+    return Exporter(measured, sink, SOURCE, change_line, event_message), measured, sink  # type: ignore[arg-type]
 
 
 def test_figures_set_the_gauges_and_a_series_goes_only_when_it_is_no_longer_true() -> None:

@@ -2,9 +2,9 @@
 
 The threads (git-sync, node-watch, leader-election, the HTTP server's signal handler) only post
 messages; the loop (core/incluster/reconcile_loop.py) reads them in one thread and does everything else
-through
-these ports. commands/reconcile.py implements them on git, the cluster, Prometheus and logging;
-tests/unit/test_reconcile_loop.py on plain Python with a fake clock.
+through these ports. adapters/incluster/reconcile_ports.py implements them on git, the cluster,
+Prometheus and logging (commands/reconcile/service.py wires them); tests/unit/test_reconcile_loop.py
+on plain Python with a fake clock.
 """
 
 from __future__ import annotations

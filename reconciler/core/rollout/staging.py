@@ -7,9 +7,9 @@ each stall explained, the held nodes released batch by batch, and a final audit.
 write and run again, it goes on from the live states and its own holds: the holds come before the
 driver resources change, and a rerun holds every moving node that is neither the canary nor started
 before it writes anything else (supervise.first_step), so the operator never has more nodes than the
-canary or the current batch. Reads and writes go through `StagingFleet` (commands/rollout.py's on a
-cluster, tests/unit/memory_operator.py's in memory), node-watch events arrive in an `Inbox`, time is a
-`Clock`, lines and outcomes go to an `Output`.
+canary or the current batch. Reads and writes go through `StagingFleet`, node-watch events arrive in
+an `Inbox`, time is a `Clock`, lines and outcomes go to an `Output`: adapters/cluster/staging.py's on
+a cluster (the clock: adapters/cluster/fleet.py's SystemHost), tests/unit/memory_operator.py's in memory.
 """
 
 from __future__ import annotations
