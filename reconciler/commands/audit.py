@@ -37,19 +37,19 @@ def run(source: NodeSource, matrix_path: Path, output: Output) -> int:
 
 def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> int:
     """The audit of several clusters against the one matrix, read side by side: their findings as
-    one audit, each node named `CLUSTER/NODE`; a cluster that could not be read is one line on stderr
-    and exit 2, after the others' results."""
+    one audit, each node named `CLUSTER/NODE`, each cluster's desired state in its entry of `clusters`
+    (-o json); a cluster that could not be read is one line on stderr and exit 2, after the others'
+    results."""
     from reconciler.commands import clusters
 
     tags = valid_matrix(matrix_path).tags()
 
-    def one(target: Target) -> AuditResult:
-        source = target.source()
+    def one(target: Target, source: NodeSource) -> AuditResult:
         found = source.wants()
         source.require(len(found.wants))
         return in_cluster(audit_wants(found, tags), target.name)
 
-    outcomes = clusters.fan_out(targets, one)
+    outcomes = clusters.read_each(targets, one)  # each with its desired state, as run's -o json has it
     results = [outcome.result for outcome in outcomes if outcome.result is not None]
     merged = combined(results)
     read = [clusters.listed(o, lambda result: (result.ok, len(result.audited))) for o in outcomes]

@@ -4,6 +4,10 @@
 own (at most CONCURRENCY at once), through its own connection with its own timeouts; a cluster that
 cannot be read is one line on stderr and exit 2 at the end, while the others' results are printed in
 full. Node names carry their cluster, `CLUSTER/NODE` (core/audit/cluster_names.py).
+
+Each cluster read carries its own desired state (core/contract/desired.py) in -o json: the one its
+result was computed under, read once as the single-cluster command reads it (`NodeSource.desired` for
+audit, status and report; the command's own document's `desired` for the sections), never read again.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from reconciler.adapters import kube
 from reconciler.adapters.sources import NodeSource
 from reconciler.commands import ERROR, OK, Output
 from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract.desired import Desired
 from reconciler.errors import GpudrvError
 from reconciler.render import document
 from reconciler.render.clusters import Read
@@ -56,11 +61,13 @@ class Target:
 
 @dataclass(frozen=True)
 class Outcome(Generic[T]):
-    """One cluster's result, or the one line that says why there is none."""
+    """One cluster's result, or the one line that says why there is none; `desired`: the desired state
+    the result was computed under (read_each), None where the cluster could not be read."""
 
     target: Target
     result: T | None = None
     error: str | None = None
+    desired: Desired | None = None
 
 
 def fan_out(targets: Sequence[Target], work: Callable[[Target], T]) -> list[Outcome[T]]:
@@ -84,6 +91,24 @@ def fan_out(targets: Sequence[Target], work: Callable[[Target], T]) -> list[Outc
         return list(pool.map(one, targets))
 
 
+def read_each(targets: Sequence[Target], work: Callable[[Target, NodeSource], T]) -> list[Outcome[T]]:
+    """fan_out on each cluster's live source (Target.source), each result kept with the desired state
+    it was computed under: the source's own, read once by `work` as the single-cluster command reads
+    it (NodeSource.desired caches it), so each cluster's -o json says what gpudrv read there."""
+
+    def one(target: Target) -> tuple[T, Desired]:
+        source = target.source()
+        result = work(target, source)
+        return result, source.desired
+
+    return [
+        Outcome(outcome.target, outcome.result[0], desired=outcome.result[1])
+        if outcome.result is not None
+        else Outcome(outcome.target, error=outcome.error)
+        for outcome in fan_out(targets, one)
+    ]
+
+
 def report_errors(outcomes: Sequence[Outcome[T]]) -> bool:
     """Each failed cluster's line on stderr (after the others' results); True when there was one."""
     failed = [outcome for outcome in outcomes if outcome.error is not None]
@@ -94,11 +119,12 @@ def report_errors(outcomes: Sequence[Outcome[T]]) -> bool:
 
 
 def listed(outcome: Outcome[T], facts: Callable[[T], tuple[bool | None, int]]) -> Read:
-    """The cluster as the output lists it: its verdict and node count from `facts`, or its error."""
+    """The cluster as the output lists it: its verdict and node count from `facts` and its desired
+    state, or its error."""
     if outcome.result is None:
         return Read(outcome.target.name, error=outcome.error)
     ok, count = facts(outcome.result)
-    return Read(outcome.target.name, ok, count)
+    return Read(outcome.target.name, ok, count, desired=outcome.desired)
 
 
 # --- one section per cluster: plan, diff, explain, preflight --------------------------------------
@@ -132,9 +158,10 @@ def sections(
 ) -> int:
     """A command that keeps its own output (a plan, a diff) run once per cluster: text under a
     `== cluster NAME ==` line per cluster; JSON and YAML as one document whose `clusters` hold each
-    cluster's own document (kind `clusters`); GitHub output one cluster after another (their
-    annotations and step-summary sections in cluster order, each section headed by its cluster).
-    The exit code is the worst of the clusters'; one that could not be read is exit 2."""
+    cluster's own document (kind `clusters`) and, beside it, that document's `desired`; GitHub output
+    one cluster after another (their annotations and step-summary sections in cluster order, each
+    section headed by its cluster). The exit code is the worst of the clusters'; one that could not be
+    read is exit 2."""
     if output is Output.GITHUB:
         return _github_sections(targets, run)
     inner = Output.JSON if output.structured else output
@@ -174,8 +201,23 @@ def _wrapped(verb: str, outcomes: Sequence[Outcome[Section]], codes: Sequence[in
                 result = json.loads(outcome.result.text)
             except ValueError:  # a command that printed no document: say so, never a traceback
                 error = "the command printed no JSON document for this cluster"
-        found.append({"name": outcome.target.name, "exit_code": code, "result": result, "error": error})
+        found.append(
+            {
+                "name": outcome.target.name,
+                "exit_code": code,
+                "result": result,
+                "error": error,
+                "desired": _desired_of(result),
+            }
+        )
     return document.document("clusters", all(code == OK for code in codes), command=verb, clusters=found)
+
+
+def _desired_of(result: Any) -> Any:
+    """The desired state the cluster's own document carries (the single-cluster command's, as it
+    printed it): lifted beside the result, so every command's clusters say it in one place; None
+    where there is no document."""
+    return result.get("desired") if isinstance(result, dict) else None
 
 
 def _github_sections(targets: Sequence[Target], run: Callable[[Target, Output], int]) -> int:

@@ -241,6 +241,7 @@ def _holds(fleet: Fleet, nodes: list[LiveNode], pods: Mapping[str, list[budget.P
 
 
 # --- many clusters (--cluster, --all-clusters): each read on its own thread, put together -----------
+# -o json: each entry of `clusters` carries the desired state its rows were computed under (read_each).
 
 
 def report_many(targets: Sequence[Target], matrix_path: Path, output: Output, registry_images: bool) -> int:
@@ -248,7 +249,7 @@ def report_many(targets: Sequence[Target], matrix_path: Path, output: Output, re
     if output is Output.HTML:
         return _page(targets, matrix_path, parsed, registry_images)
     in_matrix = parsed.tags()
-    outcomes = clusters.fan_out(targets, lambda t: report_facts(t.source(), in_matrix, t.name))
+    outcomes = clusters.read_each(targets, lambda t, source: report_facts(source, in_matrix, t.name))
     done = [outcome.result for outcome in outcomes if outcome.result is not None]
     data = report_json(
         [node for facts in done for node in facts.nodes],
@@ -267,11 +268,11 @@ def report_many(targets: Sequence[Target], matrix_path: Path, output: Output, re
 
 
 def status_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> int:
-    def one(target: Target) -> list[Row]:
-        rows = status_rows(target.fleet, matrix_path, target.source())
+    def one(target: Target, source: NodeSource) -> list[Row]:
+        rows = status_rows(target.fleet, matrix_path, source)
         return [_in_cluster(row, target.name) for row in rows]
 
-    outcomes = clusters.fan_out(targets, one)
+    outcomes = clusters.read_each(targets, one)
     rows = [row for outcome in outcomes for row in outcome.result or ()]
     read = [clusters.listed(o, lambda found: (True, len(found))) for o in outcomes]  # status's ok: always
     if output.structured:

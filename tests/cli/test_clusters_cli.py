@@ -14,6 +14,7 @@ from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
 from tests.cli.test_output_contract import Lab, schema
 from tests.conftest import git, run_main
@@ -231,3 +232,59 @@ def test_a_bad_clusters_list_is_one_line(lab: Path, config: str, message: str) -
     assert (found.returncode, found.stdout) == (2, "")
     [line] = found.stderr.splitlines()
     assert message in line, line
+
+
+def test_each_cluster_says_the_desired_state_it_was_read_with(fleet: Path) -> None:
+    """Issue 37: every cluster read carries `desired`, the very desired state its single-cluster -o json
+    says (audit, status, report: beside the cluster's counts; plan, diff, explain, preflight: beside its
+    own document, which carries the same); us is pinned by its entry, eu is not; gone has an error and
+    no desired state."""
+    config = fleet / "gpudrv.yaml"
+    config.write_text(
+        config.read_text().replace(
+            "{name: us, kubeconfig: us.kubeconfig}",
+            "{name: us, kubeconfig: us.kubeconfig, operatorVersion: v25.10.1}",
+        )
+    )
+    for kind in ("audit", "status", "report"):
+        alone = json_of(kind, "--kubeconfig", "eu.kubeconfig", cwd=fleet, code=0, kind=kind)
+        many = json_of(kind, "--all-clusters", cwd=fleet, code=2, kind=kind)
+        eu, us, gone = many["clusters"]
+        assert eu["desired"] == alone["desired"], kind
+        assert eu["desired"]["operator"] == {"version": None, "from": "newest", "origin": None}
+        assert us["desired"]["operator"] == {
+            "version": "v25.10.1",
+            "from": "gpudrv.yaml",
+            "origin": "gpudrv.yaml",
+        }
+        assert [source["kind"] for source in us["desired"]["sources"]] == ["live cluster"]
+        assert (gone["desired"], gone["error"] is not None) == (None, True)
+        assert "desired" not in many  # one per cluster, none for the whole
+        as_yaml = run_main(kind, "--all-clusters", "-o", "yaml", cwd=fleet)
+        assert yaml.safe_load(as_yaml.stdout)["clusters"] == many["clusters"]
+    flag = json_of(
+        "audit", "--all-clusters", "--operator-version", "v26.7.0", cwd=fleet, code=2, kind="audit"
+    )
+    assert [c["desired"] and c["desired"]["operator"] for c in flag["clusters"]] == [
+        {"version": "v26.7.0", "from": "flag", "origin": "--operator-version"},
+        {"version": "v26.7.0", "from": "flag", "origin": "--operator-version"},
+        None,
+    ]  # the flag over us's entry
+
+    alone = json_of("plan", "--kubeconfig", "eu.kubeconfig", cwd=fleet, code=0, kind="plan")
+    plan = json_of("plan", "--all-clusters", cwd=fleet, code=2, kind="clusters")
+    eu, us, gone = plan["clusters"]
+    assert eu["desired"] == eu["result"]["desired"] == alone["desired"]
+    assert [source["kind"] for source in eu["desired"]["sources"]] == ["Node manifests"]  # the fleet in git
+    assert us["desired"] == us["result"]["desired"] and us["desired"]["operator"]["version"] == "v25.10.1"
+    assert (gone["result"], gone["desired"]) == (None, None)
+    for verb, args, code in (
+        ("diff", ("--cluster", "eu", "--cluster", "us"), 1),
+        ("preflight", ("--all-clusters", "--kernel", "6.8.0-60-generic"), 2),
+        ("explain", ("--all-clusters",), 2),
+    ):
+        document = json_of(verb, *args, cwd=fleet, code=code, kind="clusters")
+        read = [cluster for cluster in document["clusters"] if cluster["result"] is not None]
+        assert [cluster["name"] for cluster in read] == ["eu", "us"], verb
+        assert all(cluster["desired"] == cluster["result"]["desired"] for cluster in read), verb
+        assert [cluster["desired"]["operator"]["version"] for cluster in read] == [None, "v25.10.1"], verb

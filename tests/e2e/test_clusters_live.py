@@ -121,8 +121,18 @@ def test_each_cluster_has_its_operator_version(  # noqa: PLR0917 (fixtures)
         ("old", old): "550-5.14.0-427.13.1.el9_4.x86_64-rhel9.4",
         ("new", new): "550-5.14.0-427.13.1.el9_4.x86_64-rhel9",
     }
+    # each cluster says the release it was read with, and where it came from (issue 37)
+    assert [
+        (c["desired"]["operator"]["version"], c["desired"]["operator"]["from"]) for c in document["clusters"]
+    ] == [
+        ("v25.10.1", "gpudrv.yaml"),
+        ("v26.7.0", "gpudrv.yaml"),
+    ]
     flag = as_json(root, "audit", "--all-clusters", "--operator-version", "v26.7.0", code=1)
     assert {n["tag"] for n in flag["nodes"]} == {"550-5.14.0-427.13.1.el9_4.x86_64-rhel9"}  # the flag wins
+    assert [c["desired"]["operator"] for c in flag["clusters"]] == [
+        {"version": "v26.7.0", "from": "flag", "origin": "--operator-version"}
+    ] * 2
 
 
 def test_a_cluster_that_stops_answering_mid_run(

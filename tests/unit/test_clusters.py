@@ -1,5 +1,6 @@
 """Many clusters on plain data: CLUSTER/NODE names, audits put together, the `cluster` of JSON output,
-gpudrv.yaml's clusters:, the flags applied to each cluster, and the fan-out and its sections."""
+gpudrv.yaml's clusters:, the flags applied to each cluster, the fan-out and its sections, and each
+cluster's own desired state in JSON."""
 
 from __future__ import annotations
 
@@ -9,20 +10,25 @@ import threading
 import time
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 
 from reconciler.adapters import kube
 from reconciler.adapters.files import config
+from reconciler.adapters.files.operator_contract import rules
 from reconciler.arguments import clusters as flags
 from reconciler.commands import ERROR, FINDINGS, OK, Output
-from reconciler.commands.clusters import Target, fan_out, sections
+from reconciler.commands.clusters import Target, fan_out, listed, read_each, sections
 from reconciler.core.audit import cluster_names
 from reconciler.core.audit.audit import AuditResult, Finding, Status, combined, in_cluster
 from reconciler.core.base.label_selector import parse
+from reconciler.core.contract.desired import Desired, OperatorVersion, Source, SourceKind, VersionFrom
 from reconciler.core.contract.driver_images import FleetNote
-from reconciler.core.contract.operator import Mode
+from reconciler.core.contract.operator import Contract, Mode
 from reconciler.errors import GpudrvError
 from reconciler.render.clusters import Read, counted, with_clusters
+from tests.schemas import output_schema
 
 
 def result(*missing: str, nodes: tuple[str, ...] = ("a", "b"), mode: Mode = Mode.LAB) -> AuditResult:
@@ -60,7 +66,13 @@ def test_json_gets_cluster_beside_node_and_the_clusters_read() -> None:
     out = with_clusters(document, read, ("nodes", "findings"))
     assert out["nodes"] == [{"node": "a", "cluster": "eu"}, {"node": "plain"}]
     assert out["ok"] is False  # exit 2: a cluster could not be read
-    assert out["clusters"][1] == {"name": "gone", "ok": None, "node_count": None, "error": "cannot reach"}
+    assert out["clusters"][1] == {
+        "name": "gone",
+        "ok": None,
+        "node_count": None,
+        "error": "cannot reach",
+        "desired": None,
+    }
     assert counted(read) == "in 1 of 2 clusters"
     assert counted(read[:1]) == "in 1 cluster"
 
@@ -238,6 +250,7 @@ def test_a_section_without_a_document_is_said_not_a_traceback(capsys: pytest.Cap
             "exit_code": 0,
             "result": None,
             "error": "the command printed no JSON document for this cluster",
+            "desired": None,
         }
     ]
 
@@ -268,3 +281,113 @@ def test_preload_imports_every_kubernetes_module_the_gateway_imports() -> None:
         [sys.executable, "-c", check.format(sorted(imported))], capture_output=True, text=True, check=True
     )
     assert fresh.stdout.strip() == "[]"
+
+
+# --- each cluster's desired state (issue 37) ---------------------------------------------------------
+
+
+def desired_state(host: str, version: str | None = None) -> Desired:
+    """A lab-mode desired state read live at `host`, pinned by gpudrv.yaml to `version` (else the newest
+    rule)."""
+    pinned = OperatorVersion(version, VersionFrom.CONFIG, "gpudrv.yaml") if version else None
+    return Desired(
+        (Source(SourceKind.LIVE, f"the cluster at {host}"),),
+        pinned or OperatorVersion(None, VersionFrom.NEWEST),
+        Contract(Mode.LAB, rules().newest),
+        live=True,
+    )
+
+
+def test_each_cluster_in_json_carries_its_own_desired_state() -> None:
+    eu, us = desired_state("https://eu"), desired_state("https://us", "v25.10.1")
+    read = [Read("eu", True, 3, desired=eu), Read("us", False, 4, desired=us), Read("gone", error="gone")]
+    out = with_clusters({"kind": "audit", "ok": False, "nodes": [], "findings": []}, read)
+    assert [one["desired"] for one in out["clusters"]] == [eu.as_json(), us.as_json(), None]
+    assert out["clusters"][1]["desired"]["operator"] == {
+        "version": "v25.10.1",
+        "from": "gpudrv.yaml",
+        "origin": "gpudrv.yaml",
+    }
+    assert out["clusters"][1]["desired"]["sources"] == [
+        {"kind": "live cluster", "where": "the cluster at https://us"}
+    ]
+    items = output_schema("audit")["properties"]["clusters"]["items"]
+    for one in out["clusters"]:
+        jsonschema.validate(one, items)
+    # the schema holds the rule: a cluster read has its desired state, one that was not has none
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**out["clusters"][0], "desired": None}, items)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**out["clusters"][2], "desired": eu.as_json()}, items)
+
+
+def test_read_each_keeps_the_desired_state_each_result_was_computed_under(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The single-cluster reading (NodeSource.desired), once per cluster, kept beside its result: never
+    a second reading, never another cluster's."""
+    from reconciler.adapters import desired, sources
+
+    read: list[str] = []
+    states = {"eu": desired_state("https://eu"), "us": desired_state("https://us", "v25.10.1")}
+
+    def connect(options: kube.Options) -> argparse.Namespace:
+        if options.context == "gone":
+            raise GpudrvError("cannot reach the cluster at https://gone")
+        return argparse.Namespace(gateway=options.context)
+
+    def from_cluster(gateway: str, pins: desired.Pins) -> Desired:
+        read.append(gateway)
+        return states[gateway]
+
+    monkeypatch.setattr(sources, "connect", connect)
+    monkeypatch.setattr(desired, "from_cluster", from_cluster)
+    outcomes = read_each(
+        [Target(name, kube.Options(context=name)) for name in ("eu", "gone", "us")],
+        lambda item, source: source.desired.rule_from,
+    )
+    assert [(o.target.name, o.result, o.error) for o in outcomes] == [
+        ("eu", "the newest rule", None),
+        ("gone", None, "cannot reach the cluster at https://gone"),
+        ("us", "operatorVersion v25.10.1", None),
+    ]
+    assert [o.desired for o in outcomes] == [states["eu"], None, states["us"]]
+    assert outcomes[0].desired is states["eu"] and outcomes[2].desired is states["us"]
+    assert sorted(read) == ["eu", "us"]  # once each: the result's own reading, not a second one
+    assert [listed(o, lambda rule: (True, 1)).desired for o in outcomes] == [states["eu"], None, states["us"]]
+
+
+def test_sections_carry_each_clusters_desired_state_beside_its_document(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """plan, diff, explain, preflight: the desired state is the one the cluster's own document carries,
+    lifted beside it (as audit's, status's and report's clusters have theirs)."""
+    states = {
+        "eu": desired_state("https://eu").as_json(),
+        "us": desired_state("https://us", "v25.10.1").as_json(),
+    }
+
+    def run(item: Target, output: Output) -> int:
+        if item.name == "gone":
+            raise GpudrvError("cannot reach")
+        print(json.dumps({"kind": "plan", "ok": True, "nodes": [], "desired": states[item.name]}))
+        return OK
+
+    code = sections([target("eu"), target("us"), target("gone")], "plan", run, Output.JSON)
+    document = json.loads(capsys.readouterr().out)
+    assert code == ERROR
+    jsonschema.validate(document, output_schema("clusters"))
+    assert [(c["name"], c["desired"]) for c in document["clusters"]] == [
+        ("eu", states["eu"]),
+        ("us", states["us"]),
+        ("gone", None),
+    ]
+    assert all(c["desired"] == c["result"]["desired"] for c in document["clusters"][:2])
+    assert sections([target("us")], "plan", run, Output.YAML) == OK
+    assert yaml.safe_load(capsys.readouterr().out)["clusters"][0]["desired"] == states["us"]
+    items = output_schema("clusters")["properties"]["clusters"]["items"]
+    eu = document["clusters"][0]
+    with pytest.raises(jsonschema.ValidationError):  # a cluster's document without its desired state
+        jsonschema.validate({**eu, "desired": None}, items)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**eu, "result": {"kind": "plan"}}, items)
