@@ -50,9 +50,9 @@ def allow_empty_option() -> argparse.ArgumentParser:
 
 def gate_options() -> argparse.ArgumentParser:
     """The gates of plan and apply: where the image gate reads the matrix, the CUDA gate's registry
-    reads, and --force (past a budget)."""
+    reads and whether an image it could not verify may pass, and --force (past a budget)."""
     options = argparse.ArgumentParser(add_help=False)
-    add(options, ApplySettings, "merged_ref", "registry_images")
+    add(options, ApplySettings, "merged_ref", "registry_images", "allow_unverified_images")
     add(options, Options, "force")
     return options
 

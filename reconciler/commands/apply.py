@@ -71,7 +71,7 @@ def _dry_run(
     live = upgrades.read_live(fleet, desired)
     force = settings.upgrade.force
     plans, images = upgrades.plans_with_history(
-        desired, live, images, force, settings.matrix, cuda=settings.registry_images == "on"
+        desired, live, images, force, settings.matrix, cuda=settings.cuda
     )
     for plan in plans:
         refused = next((gate.detail for gate in plan.gates if not gate.ok), None)
@@ -112,7 +112,7 @@ def _sync_budgets(fleet: Fleet, desired: upgrades.Declared) -> None:
 def _upgrade_all(
     fleet: Fleet, desired: upgrades.Declared, images: Images, settings: ApplySettings
 ) -> Outcome:
-    gates = cuda_gates.Gates(settings.registry_images == "on", [])  # each image is read once per run
+    gates = cuda_gates.Gates(settings.cuda, [])  # each image is read once per run
 
     def read() -> fleet_upgrade.Round:
         live = upgrades.read_live(fleet, desired)

@@ -1,7 +1,8 @@
 """The CUDA gate for plan and apply: read the GPU pods' images from their registries (once per image and
 platform, for the whole run), then judge each node's pods against the driver it would move to
 (core/cuda/cuda_gate.py). `--registry-images off` reads nothing: only the NGC images of data/cuda-compat.json
-are judged, and every other image is named as not checked.
+are judged. The gate fails closed: an image whose config could not be read, or that was not read and the
+table does not know, refuses the driver change unless --allow-unverified-images, which the plan names.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def read_images(
 class Gates:
     """One run's gate: the tables, the fleet's observed CUDA versions, and the image reads so far."""
 
-    enabled: bool
+    reading: cuda_gate.Reading
     nodes: Sequence[Node]  # the live nodes: their platform, and the CUDA version GFD shows per branch
     table: BranchTable = field(default_factory=load_table)
     fallback: cuda.Table = field(default_factory=load_compat)
@@ -89,7 +90,7 @@ class Gates:
             for node in moving
             for item in cuda_gate.pod_images(pods.get(node, ()))
         }
-        self.reads.update(read_images(wanted - set(self.reads), self.enabled))
+        self.reads.update(read_images(wanted - set(self.reads), self.reading.registry))
 
     def gate(self, node: str, version: str, pods: Sequence[budget.Pod]) -> Gate | None:
         """The node's gate for moving to driver `version`; None when the version names no branch."""
@@ -98,10 +99,10 @@ class Gates:
             return None
         where = self._platforms.get(node, "linux/amd64")
         reads = {image: read for (image, on), read in self.reads.items() if on == where}
-        if not self.enabled:
+        if not self.reading.registry:
             reads = {}
         checks = cuda_gate.checks(cuda_gate.pod_images(pods), target, reads, self.fallback)
-        return cuda_gate.gate(checks, target)
+        return cuda_gate.gate(checks, target, self.reading.allow_unverified)
 
 
 def fleet_rows(
@@ -112,7 +113,7 @@ def fleet_rows(
 ) -> tuple[cuda_workloads.Judged, ...]:
     """The fleet page's CUDA workloads: every GPU pod image on the nodes, read once per platform, on
     the driver its node runs and on the one the driver resources move it to (`moving`)."""
-    gates = Gates(enabled, nodes)
+    gates = Gates(cuda_gate.Reading(enabled), nodes)
     gates.read(pods, [node.name for node in nodes])
     return cuda_workloads.rows(nodes, pods, gates.reads, moving, (gates.table, gates.fallback))
 
@@ -128,7 +129,7 @@ def with_gate(plan: NodePlan, gate: Gate | None) -> NodePlan:
 
 
 def operator_refusals(
-    fleet: Fleet, state: Desired, selector: LabelSelector | None, enabled: bool
+    fleet: Fleet, state: Desired, selector: LabelSelector | None, reading: cuda_gate.Reading
 ) -> list[tuple[str, str]]:
     """Before a GPU Operator rollout writes anything: each node the driver resources move whose GPU
     pods' images refuse its new driver, and the gate's detail."""
@@ -136,7 +137,7 @@ def operator_refusals(
     moving = rollout.moving(desired.wants(state, live).wants)
     if not moving:
         return []
-    gates = Gates(enabled, live)
+    gates = Gates(reading, live)
     pods = fleet.pods_on_nodes(list(moving))
     gates.read(pods, list(moving))
     refused = []

@@ -15,6 +15,7 @@ from reconciler.adapters.sources import require_gpu_nodes
 from reconciler.commands import FINDINGS, OK, Output, cuda_gates, upgrades
 from reconciler.core.base.label_selector import LabelSelector
 from reconciler.core.contract.desired import Desired
+from reconciler.core.cuda.cuda_gate import READ_REGISTRY, Reading
 from reconciler.core.rollout import rollout
 from reconciler.core.upgrades.upgrade import Images
 from reconciler.core.views import reads
@@ -33,7 +34,7 @@ def run(
     pins: desired.Pins,
     selector: LabelSelector | None = None,
     allow_empty: bool = False,
-    registry_images: bool = True,
+    cuda: Reading = READ_REGISTRY,
 ) -> int:
     state = desired.from_git(from_dir, pins)
     declared = upgrades.load_declared(from_dir, selector)
@@ -43,14 +44,12 @@ def run(
     fleet = upgrades.connect(options)
     state = desired.on_cluster(state, fleet.gateway)
     if state.operator:
-        gates = cuda_gates.Gates(registry_images, [])
+        gates = cuda_gates.Gates(cuda, [])
         return _operator_plan(
             fleet, state, images, force, output, gates=gates, selector=selector, allow_empty=allow_empty
         )
     live = upgrades.read_live(fleet, declared)
-    plans, images = upgrades.plans_with_history(
-        declared, live, images, force, matrix_path, cuda=registry_images
-    )
+    plans, images = upgrades.plans_with_history(declared, live, images, force, matrix_path, cuda=cuda)
     code = FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
     if output.structured:
         print(document.text({**plan_json(plans, images, code == OK), "desired": state.as_json()}, output))

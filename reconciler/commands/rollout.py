@@ -49,7 +49,7 @@ def run(
         matching = f" matching -l {settings.selector.text()}" if settings.selector else ""
         where = f"in the cluster at {fleet.host}{matching} is selected by the driver resources in"
         raise no_gpu_node(f"no GPU node {where} {settings.from_dir}")
-    refused = cuda_gates.operator_refusals(fleet, state, settings.selector, settings.registry_images == "on")
+    refused = cuda_gates.operator_refusals(fleet, state, settings.selector, settings.cuda)
     for name, detail in refused:
         say(f"{name}: cuda gate: {detail}")
         record.note(name, "blocked", detail)

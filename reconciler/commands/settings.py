@@ -16,6 +16,7 @@ from pathlib import Path
 from reconciler.adapters import kube
 from reconciler.core.base.flags import Kind, flag, nested
 from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.cuda.cuda_gate import Reading
 from reconciler.core.lab.executor import Options
 from reconciler.core.rollout.supervise import Stages
 
@@ -44,6 +45,11 @@ class ApplySettings:
         "--registry-images", Kind.CHOICE, "on", choices=("on", "off"),
         help="on: the CUDA gate reads each GPU pod image's NVIDIA_REQUIRE_CUDA from its registry "
         "(default); off: offline, only the NGC images of data/cuda-compat.json are judged",
+    )  # fmt: skip
+    allow_unverified_images: bool = flag(
+        "--allow-unverified-images", Kind.SWITCH, False,
+        help="let a driver change through the CUDA gate although a GPU pod's image could not be read "
+        "(registry down, auth, timeout) or judged; the plan names each such image (default: refused)",
     )  # fmt: skip
     dry_run: bool = flag("--dry-run", Kind.SWITCH, False, help="print the plan; change nothing")
     upgrade: Options = nested(Options)
@@ -96,6 +102,11 @@ class ApplySettings:
     def applies(self) -> bool:
         """Does gpudrv write the driver resources itself (not when a GitOps engine does)?"""
         return not (self.hold or self.await_sync)
+
+    @property
+    def cuda(self) -> Reading:
+        """How the CUDA gate reads the GPU pods' images (--registry-images, --allow-unverified-images)."""
+        return Reading(self.registry_images == "on", self.allow_unverified_images)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from reconciler.commands import OK, Output, cuda_gates
 from reconciler.core.audit.audit import AuditResult
 from reconciler.core.base import github_text
 from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.cuda.cuda_gate import READ_REGISTRY, Reading
 from reconciler.core.images import matrix
 from reconciler.core.images.tags import Node
 from reconciler.core.upgrades import budget, upgrade
@@ -109,7 +110,13 @@ def _may_upgrade(declared: Node, live: LiveNode | None) -> bool:
 
 
 def plans_with_history(
-    desired: Declared, live: Live, images: Images, force: bool, matrix_path: Path, *, cuda: bool = True
+    desired: Declared,
+    live: Live,
+    images: Images,
+    force: bool,
+    matrix_path: Path,
+    *,
+    cuda: Reading = READ_REGISTRY,
 ) -> tuple[list[NodePlan], Images]:
     """The plans, with the image gate naming the commit each passing target tag arrived in."""
     images = with_since(images, make_plans(desired, live, images, force), matrix_path)

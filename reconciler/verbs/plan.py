@@ -21,6 +21,7 @@ from reconciler.arguments.groups import (
 )
 from reconciler.commands import Output
 from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.cuda.cuda_gate import Reading
 from reconciler.usage import DESIRED, LIVE, Usage
 from reconciler.verbs import add_parser, options, per_cluster
 
@@ -50,7 +51,7 @@ class Settings:
     pins: desired.Pins
     selector: LabelSelector | None
     allow_empty: bool
-    registry_images: bool
+    cuda: Reading  # --registry-images, --allow-unverified-images
 
 
 def register(commands: SubParsers) -> None:
@@ -74,7 +75,7 @@ def main(args: argparse.Namespace) -> int:
             arguments.pins(args),
             args.selector,
             args.allow_empty,
-            args.registry_images == "on",
+            Reading(args.registry_images == "on", args.allow_unverified_images),
         )
     )
 
@@ -92,5 +93,5 @@ def run(settings: Settings) -> int:
         pins=settings.pins,
         selector=settings.selector,
         allow_empty=settings.allow_empty,
-        registry_images=settings.registry_images,
+        cuda=settings.cuda,
     )

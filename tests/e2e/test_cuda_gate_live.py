@@ -182,11 +182,20 @@ def test_plan_refuses_a_downgrade_that_breaks_a_running_cuda_job(site: Site, tmp
     assert f"{site.node}: blocked" in refused.stdout and "cuda>=12.8" in refused.stdout
     assert not site.kube.get("node", site.node)["spec"].get("unschedulable"), "a refused node was cordoned"
 
+    # Offline, an image the NGC table does not know is not verified: refused (fail closed) ...
     offline = site.gpudrv(down, "plan", "--from", "clusters/gpu", "--registry-images", "off")
-    assert offline.returncode == 0, offline.stdout
-    assert "[note] cuda: 0 GPU pod images accept driver 535.161.08" in offline.stdout
+    assert offline.returncode == 1, offline.stdout
     unread = f"image {image_128} (not read: --registry-images off; not in data/cuda-compat.json either)"
-    assert f"; not checked: pod {site.namespace}/train-" in offline.stdout and unread in offline.stdout
+    assert "[blocked] cuda: not verified (pass --allow-unverified-images to let it through)" in offline.stdout
+    assert unread in offline.stdout
+    # ... unless the user says so, and the plan names what it let through.
+    allowed = site.gpudrv(
+        down, "plan", "--from", "clusters/gpu", "--registry-images", "off", "--allow-unverified-images"
+    )
+    assert allowed.returncode == 0, allowed.stdout
+    assert "[note] cuda: 0 GPU pod images accept driver 535.161.08" in allowed.stdout
+    let_through = f"; not verified, let through by --allow-unverified-images: pod {site.namespace}/train-"
+    assert let_through in allowed.stdout and unread in allowed.stdout
 
 
 def test_plan_passes_an_upgrade_the_images_accept(site: Site, tmp_path: Path) -> None:
@@ -198,12 +207,22 @@ def test_plan_passes_an_upgrade_the_images_accept(site: Site, tmp_path: Path) ->
     accepted = "[ok] cuda: 1 GPU pod image accepts driver 575.51.03 (CUDA 12.9, data/driver-cuda.json)"
     assert accepted in plan.stdout
 
+    # An image whose config cannot be read (here: no such tag) refuses the change (fail closed),
+    # naming the image and why; --allow-unverified-images lets it through, named in the plan.
     missing = site.run_pod("ghost", "no-such-tag")
     site.kube.wait_for("two GPU pods Running", lambda: site.running() == 2)
-    noted = site.gpudrv(up, "plan", "--from", "clusters/gpu")
+    refused = site.gpudrv(up, "plan", "--from", "clusters/gpu")
+    assert refused.returncode == 1, refused.stdout
+    closed = "[blocked] cuda: not verified (pass --allow-unverified-images to let it through): "
+    assert f"{closed}pod {site.namespace}/ghost-" in refused.stdout
+    assert f"image {missing} (config not read:" in refused.stdout
+    applied = site.gpudrv(up, "apply", "--from", "clusters/gpu", "--dry-run")
+    assert applied.returncode == 1 and "not verified" in applied.stdout, applied.stdout
+    noted = site.gpudrv(up, "plan", "--from", "clusters/gpu", "--allow-unverified-images")
     assert noted.returncode == 0, noted.stdout
-    assert f"not checked: pod {site.namespace}/ghost-" in noted.stdout
-    assert f"image {missing} (config not read:" in noted.stdout
+    assert (
+        f"not verified, let through by --allow-unverified-images: pod {site.namespace}/ghost-" in noted.stdout
+    )
 
 
 POLICY = """apiVersion: nvidia.com/v1

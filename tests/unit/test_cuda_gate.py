@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reconciler.core.cuda import cuda, cuda_gate, cuda_require, cuda_workloads
+from reconciler.core.cuda import cuda, cuda_gate, cuda_require, cuda_workloads, on_nodes
 from reconciler.core.cuda.cuda import Version
 from reconciler.core.cuda.cuda_gate import Bounds, BranchTable, ImageRead, PodImage, State
 from reconciler.core.images.tags import Node
@@ -130,16 +130,56 @@ def test_the_gate_names_pod_image_requirement_and_driver(table: BranchTable, com
     assert "driver 535" in result.detail
 
 
-def test_an_unread_image_is_a_note_never_a_pass(table: BranchTable, compat: cuda.Table) -> None:
+def test_an_unread_image_refuses_the_driver_unless_allowed(table: BranchTable, compat: cuda.Table) -> None:
     target = cuda_gate.driver("570", table, {})
     assert target is not None
     found = cuda_gate.pod_images([gpu_pod("infer", "private/app:1")])
     reads = {"private/app:1": ImageRead(None, "config not read: registry private answered 401")}
-    result = cuda_gate.gate(cuda_gate.checks(found, target, reads, compat), target)
-    assert result.ok
-    assert "0 GPU pod images accept" in result.detail
-    assert "not checked: pod ml/infer image private/app:1 (config not read" in result.detail
-    assert cuda_gate.unchecked([result])
+    refused = cuda_gate.gate(cuda_gate.checks(found, target, reads, compat), target)
+    assert not refused.ok  # fail closed: an image the gate could not read is no pass
+    assert refused.detail.startswith("not verified (pass --allow-unverified-images to let it through): ")
+    assert (
+        "pod ml/infer image private/app:1 (config not read: registry private answered 401" in refused.detail
+    )
+    assert not cuda_gate.unchecked([refused])
+    allowed = cuda_gate.gate(cuda_gate.checks(found, target, reads, compat), target, allow_unverified=True)
+    assert allowed.ok
+    assert "0 GPU pod images accept" in allowed.detail
+    assert (
+        "not verified, let through by --allow-unverified-images: pod ml/infer image private/app:1"
+        in allowed.detail
+    )
+    assert cuda_gate.unchecked([allowed])
+
+
+def test_a_failed_read_refuses_even_where_the_table_would_pass(
+    table: BranchTable, compat: cuda.Table
+) -> None:
+    known = next(iter(compat.images))
+    target = cuda_gate.driver("580", table, {})  # new enough for every CUDA image the table names
+    assert target is not None
+    found = cuda_gate.pod_images([gpu_pod("ngc", known)])
+    failed = {known: ImageRead(None, "config not read: timed out after 10s")}
+    checked = cuda_gate.checks(found, target, failed, compat)
+    assert checked[0].state is State.OK and checked[0].unverified  # the table's verdict, but unread
+    result = cuda_gate.gate(checked, target)
+    assert not result.ok and "timed out after 10s" in result.detail
+    offline = cuda_gate.checks(found, target, {}, compat)  # --registry-images off: the table, by choice
+    assert offline[0].state is State.OK and not offline[0].unverified
+    assert cuda_gate.gate(offline, target).ok
+
+
+def test_offline_an_image_the_table_does_not_know_is_not_verified(
+    table: BranchTable, compat: cuda.Table
+) -> None:
+    target = cuda_gate.driver("570", table, {})
+    assert target is not None
+    found = cuda_gate.pod_images([gpu_pod("infer", "private/app:1")])
+    result = cuda_gate.gate(cuda_gate.checks(found, target, {}, compat), target)
+    assert (
+        not result.ok
+        and "not read: --registry-images off; not in data/cuda-compat.json either" in result.detail
+    )
 
 
 def test_an_unread_ngc_image_falls_back_to_the_table(table: BranchTable, compat: cuda.Table) -> None:
@@ -180,24 +220,30 @@ def test_explain_findings_group_nodes_by_driver(table: BranchTable, compat: cuda
         "reg/cuda:12.8": ImageRead(image(REQUIRE_128)),
         "reg/cuda:12.7": ImageRead(image("CUDA_VERSION=12.7.1")),
     }
-    found = cuda_gate.node_findings(["reg/cuda:12.8", "reg/cuda:12.7"], nodes, reads, (table, compat))
+    found = on_nodes.node_findings(["reg/cuda:12.8", "reg/cuda:12.7"], nodes, reads, (table, compat))
     errors = [(f.image, f.nodes) for f in found if f.severity is cuda.Severity.ERROR]
     assert errors == [("reg/cuda:12.8", ("a", "b")), ("reg/cuda:12.8", ("d",)), ("reg/cuda:12.7", ("a", "b"))]
     assert not [f for f in found if f.severity is cuda.Severity.WARNING]  # d's label settles 12.7
     assert "driver 535.183.06 (CUDA 12.2" in found[0].message and found[0].message.endswith("on a, b")
 
 
-def test_explain_names_an_unread_image_the_table_does_not_know(
-    table: BranchTable, compat: cuda.Table
-) -> None:
+def test_explain_names_every_image_it_could_not_read(table: BranchTable, compat: cuda.Table) -> None:
     nodes = [lab_node("a", "550", "90", "07")]
+    known = next(iter(compat.images))
     reads = {
         "private/app:1": ImageRead(None, "config not read: registry private answered 401"),
-        next(iter(compat.images)): ImageRead(None, "config not read: down"),  # the table judges it
+        known: ImageRead(None, "config not read: down"),  # the table judges it, and it is named
     }
-    found = cuda_gate.node_findings(list(reads), nodes, reads, (table, compat))
-    assert [(f.severity, f.image) for f in found] == [(cuda.Severity.WARNING, "private/app:1")]
-    assert "was not checked (config not read: registry private answered 401" in found[0].message
+    found = on_nodes.node_findings(list(reads), nodes, reads, (table, compat))
+    assert [(f.severity, f.image) for f in found] == [
+        (cuda.Severity.WARNING, "private/app:1"),
+        (cuda.Severity.WARNING, known),
+    ]
+    assert (
+        "was not read from its registry (config not read: registry private answered 401" in found[0].message
+    )
+    assert "not in data/cuda-compat.json either" in found[0].message
+    assert found[1].message.endswith("(config not read: down; judged by data/cuda-compat.json)")
 
 
 # --- the fleet page's rows ----------------------------------------------------------------------

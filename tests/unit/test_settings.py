@@ -46,6 +46,7 @@ EVERYTHING = ApplySettings(
     allow_empty=True,
     operator_version="v25.3.4",
     registry_images="off",
+    allow_unverified_images=True,
 )
 CONNECTION = kube.Options(kubeconfig="-kube/config", context="ctx=1", request_timeout=0.1 + 0.2)
 

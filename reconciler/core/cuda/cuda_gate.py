@@ -17,14 +17,13 @@ requirement at start and only the image's compat libraries would make such a pai
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
 from reconciler.core.cuda import cuda, cuda_require
 from reconciler.core.cuda.cuda import Version
 from reconciler.core.cuda.cuda_require import ImageRequirements, NodeFacts
-from reconciler.core.images.tags import Node
 from reconciler.core.upgrades.budget import FINISHED, Pod
 from reconciler.core.upgrades.upgrade import Gate, GateName
 
@@ -241,6 +240,28 @@ class ImageRead:
 
     requirements: ImageRequirements | None
     note: str = ""
+    attempted: bool = True  # False: not read by choice (--registry-images off), not a failed read
+
+    @property
+    def failed(self) -> bool:
+        """The registry was asked and gave no requirements (down, auth, timeout, no such image)."""
+        return self.attempted and self.requirements is None
+
+
+NOT_READ = ImageRead(None, "not read: --registry-images off", attempted=False)
+ALLOW_UNVERIFIED = "--allow-unverified-images"
+
+
+@dataclass(frozen=True)
+class Reading:
+    """How a run's CUDA gate reads images: from their registries (--registry-images on) or only the NGC
+    table, and whether an image it could not verify may pass (--allow-unverified-images)."""
+
+    registry: bool = True
+    allow_unverified: bool = False
+
+
+READ_REGISTRY = Reading()  # the default: read every image, refuse on one not verified
 
 
 @dataclass(frozen=True)
@@ -257,6 +278,9 @@ class Check:
     state: State | None  # None: not checked (its config could not be read, nor is it in the table)
     message: str
     fallback: bool = False  # judged by the NGC table (data/cuda-compat.json), its config unread
+    # Not verified: its config could not be read (whatever the NGC table says), or it was not read and
+    # the table does not know it. The gate fails closed on it unless --allow-unverified-images.
+    unverified: bool = False
 
     def line(self) -> str:
         return f"pod {self.what.pod} image {self.what.image} {self.message}"
@@ -277,33 +301,47 @@ def checks(
 ) -> list[Check]:
     results = []
     for item in found:
-        read = reads.get(item.image, ImageRead(None, "not read: --registry-images off"))
+        read = reads.get(item.image, NOT_READ)
         if read.requirements is not None:
             verdict = judge(read.requirements, target)
             results.append(Check(item, verdict.state, verdict.message or f"accepts {target.describe()}"))
-        else:
-            results.append(_by_table(item, target, read.note, fallback))
+            continue
+        check = _by_table(item, target, read.note, fallback)
+        results.append(replace(check, unverified=True) if read.failed or check.state is None else check)
     return results
 
 
-def gate(results: Sequence[Check], target: Driver) -> Gate:
-    """Refused by any image that breaks or cannot be confirmed; an image left unchecked is named in
-    the detail (a note: never counted as accepting the driver)."""
+def gate(results: Sequence[Check], target: Driver, allow_unverified: bool = False) -> Gate:
+    """Refused by any image that breaks or cannot be confirmed, and (fail closed) by any image not
+    verified, unless `allow_unverified` (--allow-unverified-images): then each is named in the detail as
+    let through by that switch, never counted as accepting the driver."""
     refused = [check.line() for check in results if check.state in (State.BREAKS, State.UNKNOWN)]
+    unverified = [
+        check.line()
+        for check in results
+        if check.unverified and check.state not in (State.BREAKS, State.UNKNOWN)
+    ]
     if refused:
-        return Gate(GateName.CUDA, False, "; ".join(refused))
-    unchecked = [check.line() for check in results if check.state is None]
-    accepted = sum(check.state is State.OK for check in results)
+        more = f"; not verified: {'; '.join(unverified)}" if unverified else ""
+        return Gate(GateName.CUDA, False, "; ".join(refused) + more)
+    if unverified and not allow_unverified:
+        return Gate(
+            GateName.CUDA,
+            False,
+            f"not verified (pass {ALLOW_UNVERIFIED} to let it through): " + "; ".join(unverified),
+        )
+    accepted = sum(check.state is State.OK and not check.unverified for check in results)
     detail = f"{accepted} GPU pod {'image accepts' if accepted == 1 else 'images accept'} {target.describe()}"
     if not results:
         detail = "no GPU pod on the node"
-    if unchecked:
-        detail += "; not checked: " + "; ".join(unchecked)
+    if unverified:
+        detail += f"; not verified, let through by {ALLOW_UNVERIFIED}: " + "; ".join(unverified)
     return Gate(GateName.CUDA, True, detail)
 
 
 def unchecked(gates: Sequence[Gate]) -> bool:
-    return any(g.name is GateName.CUDA and "not checked:" in g.detail for g in gates)
+    """A CUDA gate that let an unverified image through (--allow-unverified-images): a note, not an OK."""
+    return any(g.name is GateName.CUDA and g.ok and ALLOW_UNVERIFIED in g.detail for g in gates)
 
 
 def _by_table(item: PodImage, target: Driver, note: str, fallback: cuda.Table) -> Check:
@@ -317,56 +355,3 @@ def _by_table(item: PodImage, target: Driver, note: str, fallback: cuda.Table) -
         f"target is driver {target.version}"
     )
     return Check(item, State.BREAKS, message, True)
-
-
-# --- explain: the drivers the workload's placement admits now ------------------------------------
-
-
-Tables = tuple[BranchTable, cuda.Table]  # the branches' CUDA versions, and the NGC images'
-
-
-def node_driver(node: Node, table: BranchTable) -> Driver | None:
-    """The driver a node runs, as its labels show it (GFD's full version, else the lab's parts)."""
-    shown = node.labels.get("nvidia.com/cuda.driver-version.full", "")
-    version = shown if branch_of(shown) is not None else str(cuda.node_driver(node) or "")
-    found = driver(version, table, {})
-    if found is None:
-        return None
-    cuda_label = label_cuda(node.labels)
-    if cuda_label is None:
-        return found
-    return Driver(version, Bounds(found.cuda.branch, cuda_label, cuda_label), f"its {CUDA_FULL}")
-
-
-def node_findings(
-    images: Sequence[str], admitted: Sequence[Node], reads: Mapping[str, ImageRead], tables: Tables
-) -> list[cuda.Finding]:
-    """Per image read, the admitted nodes whose driver it breaks on (error) or cannot be confirmed on
-    (warning), one finding per image and driver. An image not read is judged by the NGC table by the
-    caller; one the table does not know either is a warning saying it was not checked."""
-    findings: list[cuda.Finding] = []
-    branches, compat = tables
-    drivers = [(node.name, found) for node in admitted if (found := node_driver(node, branches)) is not None]
-    for image in dict.fromkeys(images):
-        read = reads.get(image)
-        if read is None or (read.requirements is None and compat.need(image) is not None):
-            continue
-        if read.requirements is None:
-            message = f"{image} was not checked ({read.note}; not in data/cuda-compat.json either)"
-            findings.append(cuda.Finding(cuda.Severity.WARNING, image, "", (), message))
-            continue
-        by_driver: dict[Driver, list[str]] = {}
-        for name, found in drivers:
-            by_driver.setdefault(found, []).append(name)
-        for found, names in by_driver.items():
-            verdict = judge(read.requirements, found)
-            if verdict.state is State.OK:
-                continue
-            severity = cuda.Severity.ERROR if verdict.state is State.BREAKS else cuda.Severity.WARNING
-            message = f"{image} {verdict.message}; on {', '.join(names)}"
-            findings.append(cuda.Finding(severity, image, _cuda_of(read.requirements), tuple(names), message))
-    return findings
-
-
-def _cuda_of(image: ImageRequirements) -> str:
-    return next((item.text.split(" ", 1)[0] for item in image.requirements), "")

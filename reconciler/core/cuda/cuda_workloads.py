@@ -11,14 +11,13 @@ from dataclasses import dataclass
 from reconciler.core.cuda.cuda_gate import (
     ImageRead,
     State,
-    Tables,
     checks,
     driver,
-    node_driver,
     observed,
     platform,
     pod_images,
 )
+from reconciler.core.cuda.on_nodes import Tables, node_driver
 from reconciler.core.images.tags import Node
 from reconciler.core.upgrades.budget import Pod
 

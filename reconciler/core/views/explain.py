@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from reconciler.core.cuda import cuda, cuda_gate, placement
+from reconciler.core.cuda import cuda, cuda_gate, on_nodes, placement
 from reconciler.core.cuda.placement import Fit, Workload
 from reconciler.core.images.tags import Node
 
@@ -42,5 +42,5 @@ def report(item: Workload, nodes: Sequence[Node], table: cuda.Table, images: Ima
         return Report(item, fit, tuple(cuda.check(item.images, item.placement, admitted, table)))
     read = {image for image, found in images.reads.items() if found.requirements is not None}
     by_table = [image for image in item.images if image not in read]
-    found = cuda_gate.node_findings(item.gpu_images, admitted, images.reads, (images.branches, table))
+    found = on_nodes.node_findings(item.gpu_images, admitted, images.reads, (images.branches, table))
     return Report(item, fit, (*found, *cuda.check(by_table, item.placement, admitted, table)))
