@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from reconciler import __version__, arguments, parsing, usage, verbs
-from reconciler.adapters import kube
+from reconciler.adapters import files, kube
 from reconciler.adapters.ci import actions_guard, github, output
 from reconciler.adapters.files import config
 from reconciler.arguments import given
@@ -50,6 +50,9 @@ def _main(argv: Sequence[str] | None) -> int:
         parsing.missing_command(parsing.chosen(parser, args))
     _default_output(args)
     try:
+        # Every verb reads from the current directory (gpudrv.yaml is looked for there, --from and
+        # --matrix are relative to it): one that was deleted is one line here, not a traceback later.
+        files.cwd()
         arguments.refuse_empty(args)
         arguments.configure(args)
         return int(args.handler.main(args))
