@@ -1,10 +1,9 @@
-"""`gpudrv reconcile`'s flags, derived from its settings type (commands/settings.py), and the
-loop's settings (commands/reconcile.py) made from them."""
+"""`gpudrv reconcile`'s flags, derived from its settings type (commands/settings.py ReconcileSettings),
+the one type its loop, --once and --check-access run from."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
 from reconciler.arguments import add
 from reconciler.arguments.groups import cluster_options
@@ -35,32 +34,6 @@ def reconcile_options(parser: argparse.ArgumentParser) -> None:
     add(parser.add_argument_group("other modes"), ReconcileSettings, "once", "check_access", "output")
 
 
-def reconcile_settings(args: argparse.Namespace) -> Any:
-    """The loop's settings from the parsed flags."""
-    from reconciler.adapters.git.sync import Credentials, Source, default_directory
-    from reconciler.commands.reconcile import Settings, default_identity, default_lease_namespace
-    from reconciler.core.incluster.election import Timing
-
-    given = flags.build(ReconcileSettings, vars(args))
-    credentials = Credentials(
-        given.git_token_file, given.git_username, given.git_ssh_key_file, given.git_known_hosts_file
-    )
-    namespace = None if given.no_leader_election else (given.lease_namespace or default_lease_namespace())
-    return Settings(
-        source=Source(given.repo, given.branch, credentials),
-        workdir=(given.workdir or default_directory()).absolute(),
-        interval=given.interval,
-        resync=given.resync,
-        matrix=given.repo_matrix,
-        fleet=given.repo_fleet,
-        operator_version=given.pinned_operator_version,
-        listen=given.listen,
-        sync_secret_file=given.sync_secret_file,
-        sync_token_file=given.sync_token_file,
-        lease_namespace=namespace,
-        lease_name=given.lease_name,
-        identity=given.identity or default_identity(),
-        timing=Timing(given.lease_duration, given.renew_deadline, given.retry_period),
-        event_refresh=given.event_refresh,
-        apply=given.upgrade if given.apply else None,
-    )
+def reconcile_settings(args: argparse.Namespace) -> ReconcileSettings:
+    """reconcile's settings from its parsed flags (its connection's too: kube.Options, nested)."""
+    return flags.build(ReconcileSettings, vars(args))

@@ -5,21 +5,28 @@ the gpudrv.yaml keys (adapters/files/config.py) and the child command line of `r
 How a live command reaches its cluster is kube.Options (adapters/kube), the one connection type.
 ApplySettings: `gpudrv apply`; lab mode's upgrade (executor.Options, nested here) and the GPU Operator's
 staged rollout (commands/rollout.py) read the same type.
-ReconcileSettings: `gpudrv reconcile`'s own flags (arguments/reconcile.py makes the loop's Settings).
+ReconcileSettings: `gpudrv reconcile`'s flags, and the settings its loop, --once and --check-access run
+from (commands/reconcile resolves the defaults that depend on where it runs: `resolved`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from reconciler.adapters import kube
 from reconciler.core.base.flags import Kind, flag, nested
 from reconciler.core.base.label_selector import LabelSelector
 from reconciler.core.cuda.cuda_gate import Reading
+from reconciler.core.incluster.election import Timing
 from reconciler.core.lab.executor import Options
 from reconciler.core.rollout.supervise import Stages
 
+if TYPE_CHECKING:
+    from reconciler.adapters.git.sync import Source
+
+_T = TypeVar("_T")
 DEFAULT_MATRIX = Path("matrix/support-matrix.csv")
 
 
@@ -205,3 +212,42 @@ class ReconcileSettings:
         choices=("text", "json", "yaml"),
         help="for --check-access",
     )
+
+    @property
+    def source(self) -> Source:
+        """The fleet repository, its branch and the credentials to fetch it."""
+        from reconciler.adapters.git.sync import Credentials, Source
+
+        credentials = Credentials(
+            self.git_token_file, self.git_username, self.git_ssh_key_file, self.git_known_hosts_file
+        )
+        return Source(self.repo, self.branch, credentials)
+
+    @property
+    def timing(self) -> Timing:
+        return Timing(self.lease_duration, self.renew_deadline, self.retry_period)
+
+    @property
+    def elected(self) -> bool:
+        """Is this replica one of several, one leader at a time (a coordination.k8s.io Lease)?"""
+        return not self.no_leader_election
+
+    # Where reconcile runs decides these three defaults: commands/reconcile's `resolved` fills them in.
+    @property
+    def home(self) -> Path:
+        """The working directory: the checkout and the child apply's worktrees."""
+        return _resolved(self.workdir, "--workdir")
+
+    @property
+    def lease_in(self) -> str:
+        return _resolved(self.lease_namespace, "--lease-namespace")
+
+    @property
+    def candidate(self) -> str:
+        return _resolved(self.identity, "--identity")
+
+
+def _resolved(value: _T | None, flag: str) -> _T:
+    if value is None:
+        raise ValueError(f"reconcile's {flag} has no value: resolve its defaults first")
+    return value

@@ -1,5 +1,5 @@
-"""`gpudrv reconcile`: the in-cluster loop (commands/reconcile); its flags come from its settings type
-(commands/settings.py ReconcileSettings, arguments/reconcile.py)."""
+"""`gpudrv reconcile`: the in-cluster loop (commands/reconcile). It runs from one settings type,
+commands/settings.py's ReconcileSettings, whose fields are its flags (arguments/reconcile.py)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import argparse
 from typing import TYPE_CHECKING
 
 from reconciler.arguments.reconcile import reconcile_options, reconcile_settings
-from reconciler.commands import Output
+from reconciler.commands.settings import ReconcileSettings
 from reconciler.usage import LIVE, Usage
-from reconciler.verbs import add_parser, options
+from reconciler.verbs import add_parser
 
 if TYPE_CHECKING:
     from reconciler.verbs import SubParsers
@@ -33,11 +33,15 @@ def register(commands: SubParsers) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    return run(reconcile_settings(args))
+
+
+def run(given: ReconcileSettings) -> int:
     from reconciler.commands import reconcile  # prometheus_client only for this command
 
-    settings = reconcile_settings(args)
-    if args.check_access:
-        return reconcile.check_access(settings, options(args), Output(args.output))
-    if args.once:
-        return reconcile.run_once(settings, options(args))
-    return reconcile.run(settings, options(args))
+    settings = reconcile.resolved(given)
+    if settings.check_access:
+        return reconcile.check_access(settings)
+    if settings.once:
+        return reconcile.run_once(settings)
+    return reconcile.run(settings)

@@ -10,7 +10,8 @@ import pytest
 
 from reconciler.adapters import git
 from reconciler.adapters.git.sync import Credentials, Fetched, GitSync, Source
-from reconciler.commands.reconcile import Settings, load_snapshot
+from reconciler.commands.reconcile import load_snapshot
+from reconciler.commands.settings import ReconcileSettings
 from reconciler.errors import GpudrvError
 from tests.git.conftest import Script
 
@@ -92,14 +93,14 @@ def test_the_commit_in_force_reads_the_repositorys_gpudrv_yaml(script: Script, t
     clone = tmp_path / "clone"
     git.fetch_branch(clone, str(script.root), "main", {}, 30)
     git.check_out(clone, commit)
-    settings = Settings(Source(str(script.root), "main", Credentials()), tmp_path)
+    settings = ReconcileSettings(str(script.root), workdir=tmp_path)
     snapshot = load_snapshot(clone, commit, settings)
     assert (snapshot.matrix, snapshot.fleet, snapshot.operator_version) == (
         "fleet/matrix.csv", "clusters/prod", "v25.3.0",
     )  # fmt: skip
     assert snapshot.tags == {"550-5.15.0-119-generic-ubuntu22.04"}
     # Flags win; a path out of the repository is refused; a broken matrix is refused.
-    pinned = Settings(Source("x", "main", Credentials()), tmp_path, matrix="../../etc/passwd")
+    pinned = ReconcileSettings("x", workdir=tmp_path, repo_matrix="../../etc/passwd")
     with pytest.raises(GpudrvError, match="outside the repository"):
         load_snapshot(clone, commit, pinned)
     script.write("fleet/matrix.csv", "driver_branch,kernel,os_tag\nr550,x,y\n")

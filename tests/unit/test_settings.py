@@ -22,7 +22,6 @@ from hypothesis import strategies as st
 from reconciler import arguments, cli
 from reconciler.adapters import kube
 from reconciler.adapters.files import config
-from reconciler.adapters.git.sync import Credentials, Source
 from reconciler.commands import reconcile
 from reconciler.commands.settings import ApplySettings, ReconcileSettings
 from reconciler.core.base import flags, label_selector
@@ -199,10 +198,13 @@ def test_reconcile_each_field_at_its_default_comes_back(name: str) -> None:
     assert flags.build(ReconcileSettings, vars(parsed("reconcile", *flags.argv(value)))) == value
 
 
-def loop_settings(operator_version: str | None, upgrade: executor.Options) -> reconcile.Settings:
-    return reconcile.Settings(
-        Source("x", "main", Credentials()), Path("/w"), operator_version=operator_version, apply=upgrade
-    )
+def loop_settings(
+    operator_version: str | None, upgrade: executor.Options, connection: kube.Options
+) -> ReconcileSettings:
+    return ReconcileSettings(
+        "x", workdir=Path("/w"), pinned_operator_version=operator_version, apply=True, upgrade=upgrade,
+        connection=connection,
+    )  # fmt: skip
 
 
 SNAPSHOT = reconcile.Snapshot("c0ffee" * 6 + "abcd", "matrix/m.csv", frozenset(), "clusters/prod", None, 0)
@@ -210,7 +212,7 @@ SNAPSHOT = reconcile.Snapshot("c0ffee" * 6 + "abcd", "matrix/m.csv", frozenset()
 
 def test_the_child_apply_keeps_every_flag(tmp_path: Path) -> None:
     options = kube.Options(f"kc.yaml:{tmp_path}/b.yaml", "ctx", 10.0)
-    line = reconcile.apply_arguments(SNAPSHOT, loop_settings("v25.3.4", UPGRADE), options)
+    line = reconcile.apply_arguments(SNAPSHOT, loop_settings("v25.3.4", UPGRADE, options))
     child = parsed("apply", *line)
     assert arguments.apply_settings(child) == ApplySettings(
         from_dir=Path("clusters/prod"),
@@ -228,17 +230,16 @@ def test_the_child_apply_gets_a_relative_kubeconfig_variable_made_absolute(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
-    line = reconcile.apply_arguments(
-        SNAPSHOT, loop_settings(None, executor.Options()), kube.Options(), "kc.yaml"
-    )
+    settings = loop_settings(None, executor.Options(), kube.Options())
+    line = reconcile.apply_arguments(SNAPSHOT, settings, "kc.yaml")
     assert f"--kubeconfig={tmp_path}/kc.yaml" in line
     given = kube.Options("/etc/flag.yaml")
-    flagged = reconcile.apply_arguments(SNAPSHOT, loop_settings(None, executor.Options()), given, "kc.yaml")
+    flagged = reconcile.apply_arguments(SNAPSHOT, loop_settings(None, executor.Options(), given), "kc.yaml")
     assert "--kubeconfig=/etc/flag.yaml" in flagged  # the flag wins over the variable, as in kubectl
 
 
 def test_the_child_apply_leaves_an_unpinned_version_to_its_gpudrv_yaml() -> None:
-    line = reconcile.apply_arguments(SNAPSHOT, loop_settings(None, executor.Options()), kube.Options())
+    line = reconcile.apply_arguments(SNAPSHOT, loop_settings(None, executor.Options(), kube.Options()))
     assert line == ["--from=clusters/prod", "--matrix=matrix/m.csv", f"--merged-ref={SNAPSHOT.commit}"]
 
 

@@ -1,6 +1,7 @@
 """`gpudrv reconcile`: the in-cluster half of gpudrv, a loop that pulls git and watches the nodes.
 
-Its settings, the commit it puts in force, the child `gpudrv apply`'s arguments, and its three modes:
+Its settings (ReconcileSettings, with the defaults `resolved` where it runs), the commit it puts in
+force, the child `gpudrv apply`'s arguments, and its three modes:
 the loop (run: commands/reconcile/service.py around core/incluster/reconcile_loop.py), one audit for a CronJob
 (run_once), and --check-access.
 """
@@ -13,23 +14,21 @@ import os
 import socket
 import sys
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import replace
 from pathlib import Path
 
 from reconciler.adapters import desired, git, kube
 from reconciler.adapters.cluster import Cluster, reviews
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
 from reconciler.adapters.files import config
-from reconciler.adapters.git.sync import GitSync, Source
+from reconciler.adapters.git.sync import GitSync
 from reconciler.adapters.sources import valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
-from reconciler.commands.settings import ApplySettings
+from reconciler.commands.settings import ApplySettings, ReconcileSettings
 from reconciler.core.audit.audit import Status, audit_wants, check_want
 from reconciler.core.base.flags import argv
 from reconciler.core.incluster import access
-from reconciler.core.incluster.election import Timing
 from reconciler.core.incluster.reconcile_ports import CONFIG_NAME, INVALID, MISSING, Snapshot
-from reconciler.core.lab import executor
 from reconciler.errors import GpudrvError
 from reconciler.render import audit, document
 from reconciler.render.reconcile import access_json, access_text, invalid_message, missing_message
@@ -39,26 +38,6 @@ DEFAULT_MATRIX = "matrix/support-matrix.csv"
 
 def default_identity() -> str:
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-
-
-@dataclass(frozen=True)
-class Settings:
-    source: Source
-    workdir: Path
-    interval: float = 60.0
-    resync: float = 300.0
-    matrix: str | None = None  # in the repository; None: gpudrv.yaml's, else DEFAULT_MATRIX
-    fleet: str | None = None  # in the repository, for --apply; None: gpudrv.yaml's
-    operator_version: str | None = None  # None: gpudrv.yaml's, else the running operator's
-    listen: str = ":8080"
-    sync_secret_file: Path | None = None  # POST /sync: the webhook's secret (a file a Secret mounts)
-    sync_token_file: Path | None = None  # POST /sync: a bearer token
-    lease_namespace: str | None = "default"  # None: no leader election, this replica always acts
-    lease_name: str = "gpudrv-reconcile"
-    identity: str = field(default_factory=default_identity)
-    timing: Timing = field(default_factory=Timing)
-    event_refresh: float = 1800.0
-    apply: executor.Options | None = None  # None: audit only; else apply's flags, passed on
 
 
 def default_lease_namespace() -> str:
@@ -71,17 +50,31 @@ def default_lease_namespace() -> str:
     return "default"
 
 
+def resolved(given: ReconcileSettings) -> ReconcileSettings:
+    """The defaults that depend on where reconcile runs: its working directory (absolute), its Lease's
+    namespace ($POD_NAMESPACE, else the pod's service account's) and its identity ($POD_NAME, else
+    the host name and a random suffix)."""
+    from reconciler.adapters.git.sync import default_directory
+
+    return replace(
+        given,
+        workdir=(given.workdir or default_directory()).absolute(),
+        lease_namespace=given.lease_namespace or default_lease_namespace(),
+        identity=given.identity or default_identity(),
+    )
+
+
 # --- what is in force ------------------------------------------------------------------------------
 
 
-def load_snapshot(checkout: Path, commit: str, settings: Settings) -> Snapshot:
+def load_snapshot(checkout: Path, commit: str, settings: ReconcileSettings) -> Snapshot:
     """The checked-out commit's matrix (refused when invalid) and gpudrv.yaml (when present)."""
     found = checkout / CONFIG_NAME
     settings_file = config.load(str(found)) if found.is_file() else config.Config()
-    matrix = settings.matrix or _inside(checkout, settings_file.matrix) or DEFAULT_MATRIX
+    matrix = settings.repo_matrix or _inside(checkout, settings_file.matrix) or DEFAULT_MATRIX
     tags = valid_matrix(_within(checkout, matrix)).tags()
-    fleet = settings.fleet or _inside(checkout, settings_file.fleet)
-    version = settings.operator_version or settings_file.operator_version
+    fleet = settings.repo_fleet or _inside(checkout, settings_file.fleet)
+    version = settings.pinned_operator_version or settings_file.operator_version
     return Snapshot(commit, matrix, tags, fleet, version, git.commit_time(checkout, commit))
 
 
@@ -100,7 +93,7 @@ def _within(checkout: Path, relative: str) -> Path:
 
 
 def apply_arguments(
-    snapshot: Snapshot, settings: Settings, options: kube.Options, kubeconfig_variable: str | None = None
+    snapshot: Snapshot, settings: ReconcileSettings, kubeconfig_variable: str | None = None
 ) -> list[str]:
     """The child `gpudrv apply`'s command line, derived from apply's settings: the commit in force, the
     flags --apply passes on, the pinned --operator-version and every connection flag (--request-timeout
@@ -111,9 +104,10 @@ def apply_arguments(
         from_dir=Path(snapshot.fleet or ""),
         matrix=Path(snapshot.matrix),
         merged_ref=snapshot.commit,
-        operator_version=settings.operator_version,
-        upgrade=settings.apply or executor.Options(),
+        operator_version=settings.pinned_operator_version,
+        upgrade=settings.upgrade,
     )
+    options = settings.connection
     given = options.kubeconfig or kubeconfig_variable
     kubeconfig = given and os.pathsep.join(
         str(Path(name).expanduser().absolute()) for name in given.split(os.pathsep) if name
@@ -125,13 +119,15 @@ def apply_arguments(
 # --- check access ------------------------------------------------------------------------------------
 
 
-def check(gateway: kube.Gateway, settings: Settings) -> access.Report:
-    needs = access.needs(settings.lease_namespace, settings.lease_name, settings.apply is not None)
-    return reviews.report(gateway, needs, access.excess(settings.apply is not None))
+def check(gateway: kube.Gateway, settings: ReconcileSettings) -> access.Report:
+    lease = settings.lease_in if settings.elected else None
+    needs = access.needs(lease, settings.lease_name, settings.apply)
+    return reviews.report(gateway, needs, access.excess(settings.apply))
 
 
-def check_access(settings: Settings, options: kube.Options, output: Output) -> int:
-    report = check(kube.connect(options), settings)
+def check_access(settings: ReconcileSettings) -> int:
+    output = Output(settings.output)
+    report = check(kube.connect(settings.connection), settings)
     print(document.text(access_json(report), output) if output.structured else access_text(report))
     return OK if not report.missing and not report.excess else FINDINGS
 
@@ -139,14 +135,14 @@ def check_access(settings: Settings, options: kube.Options, output: Output) -> i
 # --- once (the CronJob) ------------------------------------------------------------------------------
 
 
-def once(settings: Settings, options: kube.Options) -> int:
+def once(settings: ReconcileSettings) -> int:
     """Fetch, audit every GPU node, write the events, print the audit; exit 0 OK, 1 findings."""
-    sync = GitSync(settings.source, settings.workdir / "repo", settings.interval, lambda fetched: None)
+    sync = GitSync(settings.source, settings.home / "repo", settings.interval, lambda fetched: None)
     commit = sync.fetch_once()
-    checkout = settings.workdir / "repo"
+    checkout = settings.home / "repo"
     git.check_out(checkout, commit)
     snapshot = load_snapshot(checkout, commit, settings)
-    gateway = kube.connect(options)
+    gateway = kube.connect(settings.connection)
     state = desired.from_cluster(gateway, desired.Pins(flag=snapshot.operator_version))
     found = desired.wants(state, Cluster(gateway).gpu_nodes())
     result = audit_wants(found, snapshot.tags)
@@ -182,7 +178,7 @@ def log_to_stderr(level: int, fmt: str) -> None:
     own.propagate = False
 
 
-def run(settings: Settings, options: kube.Options) -> int:
+def run(settings: ReconcileSettings) -> int:
     log_to_stderr(logging.INFO, "%(asctime)s %(levelname)s %(name)s: %(message)s")
     if (problem := settings.timing.problem()) is not None:
         raise GpudrvError(problem)
@@ -190,11 +186,11 @@ def run(settings: Settings, options: kube.Options) -> int:
         raise GpudrvError(problem)
     from reconciler.commands.reconcile.service import Service  # it builds on this module
 
-    return Service(settings, options).run()
+    return Service(settings).run()
 
 
-def run_once(settings: Settings, options: kube.Options) -> int:
+def run_once(settings: ReconcileSettings) -> int:
     if (problem := settings.source.credentials.problem(settings.source.url)) is not None:
         raise GpudrvError(problem)
     log_to_stderr(logging.WARNING, "%(levelname)s %(name)s: %(message)s")
-    return once(settings, options)
+    return once(settings)

@@ -38,7 +38,8 @@ from reconciler.adapters.incluster.reconcile_ports import (
 from reconciler.adapters.serving.metrics import Metrics, Server
 from reconciler.adapters.serving.sync_endpoint import SyncEndpoint, secret_files
 from reconciler.commands import OK
-from reconciler.commands.reconcile import Settings, apply_arguments, check, load_snapshot
+from reconciler.commands.reconcile import apply_arguments, check, load_snapshot
+from reconciler.commands.settings import ReconcileSettings
 from reconciler.core.incluster.reconcile_loop import Loop
 from reconciler.core.incluster.reconcile_ports import (
     CommitFetched,
@@ -57,8 +58,8 @@ class Service:
     """The threads and the HTTP server around the loop (core/incluster/reconcile_loop.py), started and
     stopped."""
 
-    def __init__(self, settings: Settings, options: kube.Options) -> None:
-        self.settings, self.options = settings, options
+    def __init__(self, settings: ReconcileSettings) -> None:
+        self.settings, self.options = settings, settings.connection
         self.inbox = QueueInbox()
         self.metrics = Metrics()
         self.loop: Loop | None = None
@@ -72,7 +73,7 @@ class Service:
         self.cluster = LiveCluster(gateway, options, inbox, metrics)
         self.sync = GitSync(
             settings.source,
-            settings.workdir / "repo",
+            settings.home / "repo",
             settings.interval,
             lambda fetched: inbox.put(CommitFetched(fetched.commit)),
             self._synced,
@@ -82,14 +83,14 @@ class Service:
         self.elector = self._elector()
         applier = (
             Worktrees(
-                settings.workdir,
-                lambda snapshot: apply_arguments(snapshot, settings, options, os.environ.get("KUBECONFIG")),
+                settings.home,
+                lambda snapshot: apply_arguments(snapshot, settings, os.environ.get("KUBECONFIG")),
             )
-            if settings.apply is not None
+            if settings.apply
             else None
         )
         checkout = Checkout(
-            settings.workdir / "repo", lambda path, commit: load_snapshot(path, commit, settings)
+            settings.home / "repo", lambda path, commit: load_snapshot(path, commit, settings)
         )
         exporter = Exporter(metrics, self.events, settings.source, change_line, event_message)
         ports = Ports(SystemClock(), inbox, checkout, self.cluster, self.elector or AlwaysLeading(), exporter,
@@ -112,8 +113,8 @@ class Service:
             self.elector.start()
             log.info(
                 "candidate %s for the lease %s/%s",
-                settings.identity,
-                settings.lease_namespace,
+                settings.candidate,
+                settings.lease_in,
                 settings.lease_name,
             )
         try:
@@ -124,10 +125,10 @@ class Service:
 
     def _elector(self) -> Elector | None:
         settings = self.settings
-        if settings.lease_namespace is None:
+        if not settings.elected:
             return None
-        lock = LeaseLock(connected(self.options, self.metrics), settings.lease_namespace, settings.lease_name)
-        return Elector(lock, settings.identity, settings.timing, lambda on: self.inbox.put(LeaseNews(on)))
+        lock = LeaseLock(connected(self.options, self.metrics), settings.lease_in, settings.lease_name)
+        return Elector(lock, settings.candidate, settings.timing, lambda on: self.inbox.put(LeaseNews(on)))
 
     def _signals(self) -> None:
         def stop(signum: int, _frame: FrameType | None) -> None:
