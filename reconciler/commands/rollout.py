@@ -61,10 +61,19 @@ def run(
 
 def _helm_owned(settings: ApplySettings, state: Desired) -> ApplySettings:
     """Resources a Helm installation renders are Helm's (or its GitOps engine's) to write, never
-    gpudrv's: without --hold, apply waits for that sync (--await-sync) and says so."""
-    if not state.helm_owned or not settings.applies:
+    gpudrv's: without --hold, apply waits for that sync (--await-sync) and says so. A fleet that also
+    declares driver resources of its own: gpudrv applies those, and awaits the rendered ones."""
+    if not state.rendered or not settings.applies:
         return settings
     owners = ", ".join(dict.fromkeys(source.where for source in state.sources if source.kind in HELM_KINDS))
+    rendered = ", ".join(item.ref for item in state.rendered)
+    if state.declared:
+        declared = ", ".join(item.ref for item in state.declared)
+        say(
+            f"{rendered} rendered from Helm values ({owners}): gpudrv never applies them and waits for Helm "
+            f"or the GitOps engine to; it applies the resources declared in {settings.from_dir} ({declared})"
+        )
+        return settings
     say(
         f"the driver resources are rendered from Helm values ({owners}): gpudrv never applies them; it "
         "holds the moving nodes and waits for Helm or the GitOps engine to apply them (--await-sync)"

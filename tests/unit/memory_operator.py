@@ -69,6 +69,7 @@ class World:
     history: list[frozenset[str]] = field(default_factory=list)  # the nodes in progress, at each change
     events: list[Sighting] | None = None  # the node watch's, while it runs
     synced_by_engine_after: float | None = None  # --await-sync: the engine applies them this much later
+    helm_renders: bool = False  # a mixed fleet: some resources are Helm's, gpudrv applies only its own
     pods: dict[str, list[Pod]] = field(default_factory=dict)
     pdbs: list[Budget] = field(default_factory=list)
 
@@ -180,8 +181,11 @@ class World:
 
     def apply_resources(self) -> None:
         if not self.applied:  # as apply_needed: a resource already as declared gets no request
-            self.applied = True
+            self.applied = not self.helm_renders  # Helm's part waits for its engine
             self._wrote("apply")
+
+    def others_apply(self) -> bool:
+        return self.helm_renders and not self.applied
 
     def await_sync(self, timeout: float) -> bool:
         if self.synced_by_engine_after is None or self.synced_by_engine_after > timeout:

@@ -169,6 +169,24 @@ def test_hold_leaves_the_resources_to_the_engine_then_await_sync_goes_on() -> No
     assert max(len(moving) for moving in world.history) == 1
 
 
+def test_a_mixed_fleet_applies_its_own_resources_and_awaits_helms() -> None:
+    world = World.of(3)
+    world.helm_renders, world.synced_by_engine_after = True, 30.0
+    start = world.time
+    ok, said = rollout(world, Settings(Stages(1, 1)))
+    assert ok and finished_clean(world), said.lines
+    assert world.writes == ["hold n1", "hold n2", "apply", "release n1", "release n2"]
+    assert world.time - start >= 30.0  # the canary waited for the engine's part
+
+
+def test_a_mixed_fleet_whose_helm_part_never_syncs_keeps_its_holds() -> None:
+    world = World.of(2)
+    world.helm_renders = True
+    ok, said = rollout(world, Settings(timeout=60))
+    assert not ok and world.writes == ["hold n1", "apply"] and world.nodes["n1"].skip
+    assert said.lines[-1].startswith("timed out after 60s waiting for the GitOps engine")
+
+
 def test_await_sync_times_out_with_the_holds_kept() -> None:
     world = World.of(2)
     ok, said = rollout(world, Settings(await_sync=True, timeout=60))

@@ -93,8 +93,12 @@ class ClusterStaging:
         # What gpudrv compares with the cluster: the declared resources and the rendered ones (those
         # only awaited, never applied: see commands/rollout.py's _helm_owned).
         self.declared = [*state.declared, *state.rendered]
+        self.rendered = {item.ref for item in state.rendered}  # Helm's, to be awaited, never written
         self.selector, self.working = selector, working  # the matrix's tags in the working tree
         self.found: list[driver_resources.Change] = []
+
+    def _ours(self) -> list[driver_resources.Change]:
+        return [change for change in self.found if change.item.ref not in self.rendered]
 
     def read(self) -> list[NodeFacts]:
         """One consistent look at every GPU node the desired resources select."""
@@ -147,7 +151,7 @@ class ClusterStaging:
     def compare_resources(self, applies: bool) -> None:
         self.found = driver_resources.changes(self.gateway, self.declared)
         if applies:
-            driver_resources.refuse_owned(self.found)
+            driver_resources.refuse_owned(self._ours())
 
     def planned_resources(self, applies: bool) -> list[str]:
         lines = []
@@ -155,6 +159,11 @@ class ClusterStaging:
             version = change.item.version or "-"
             if not change.needed:
                 lines.append(f"{change.item.ref}: as declared, nothing to apply")
+            elif change.item.ref in self.rendered:
+                lines.append(
+                    f"would wait for Helm or its GitOps engine to apply {change.item.ref} "
+                    f"(version {version}, rendered from Helm values)"
+                )
             elif applies:
                 lines.append(f"would apply {change.item.ref} (version {version}: {change.what()})")
             else:
@@ -174,7 +183,10 @@ class ClusterStaging:
         self.fleet.patch_node(name, labels={SKIP_LABEL: None}, annotations={HELD: None})
 
     def apply_resources(self) -> None:
-        driver_resources.apply_needed(self.gateway, self.found, say)
+        driver_resources.apply_needed(self.gateway, self._ours(), say)
+
+    def others_apply(self) -> bool:
+        return any(change.needed and change.item.ref in self.rendered for change in self.found)
 
     def await_sync(self, timeout: float) -> bool:
         return driver_resources.await_sync(self.gateway, self.declared, timeout, say)

@@ -100,7 +100,12 @@ class StagingFleet(Protocol):
         ...
 
     def apply_resources(self) -> None:
-        """Server-side apply of the driver resources that differ (saying what it applies)."""
+        """Server-side apply of gpudrv's driver resources that differ (saying what it applies); never
+        one Helm renders."""
+        ...
+
+    def others_apply(self) -> bool:
+        """Do driver resources that differ wait for another writer (Helm renders them)?"""
         ...
 
     def await_sync(self, timeout: float) -> bool:
@@ -244,8 +249,9 @@ class Staging:
     def _change(self) -> bool:
         settings = self.settings
         if not settings.await_sync:
-            self.fleet.apply_resources()
-            return True
+            self.fleet.apply_resources()  # gpudrv's own; those Helm renders are awaited below
+            if not self.fleet.others_apply():
+                return True
         if self.fleet.await_sync(settings.timeout):
             return True
         self.output.say(
