@@ -31,7 +31,14 @@ def reconcile_options(parser: argparse.ArgumentParser) -> None:
     act = parser.add_argument_group("apply (opt-in)")
     add(act, ReconcileSettings, "apply")
     add(act, Options, *RELAYED, relay=True)
-    add(parser.add_argument_group("other modes"), ReconcileSettings, "once", "check_access", "output")
+    add(
+        parser.add_argument_group("other modes"),
+        ReconcileSettings,
+        "once",
+        "allow_empty",
+        "check_access",
+        "output",
+    )
 
 
 def reconcile_settings(args: argparse.Namespace) -> ReconcileSettings:

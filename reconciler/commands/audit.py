@@ -74,7 +74,7 @@ def run_many(targets: Sequence[Target], matrix_path: Path, output: Output) -> in
 
 def _text(merged: AuditResult, against: str) -> str:
     """A line per finding and note; else OK with what was checked (never the lab's bare OK: it would
-    not say which clusters were read)."""
-    if merged.findings or merged.notes:
-        return audit.as_text(merged)
+    not say which clusters were read), and never OK with no GPU node checked (none could be read)."""
+    if merged.findings or merged.notes or not merged.audited:
+        return audit.as_text(merged, against)
     return f"OK: {words.count(len(merged.audited), 'GPU node')}, {audit.flat(against)}"

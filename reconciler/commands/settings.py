@@ -199,6 +199,10 @@ class ReconcileSettings:
     once: bool = flag(
         "--once", Kind.SWITCH, False, help="fetch, audit, write events, print, exit 0/1 (a CronJob)"
     )
+    allow_empty: bool = flag(
+        "--allow-empty", Kind.SWITCH, False,
+        help="with --once: a cluster with no GPU node is exit 0 (NOTHING CHECKED), not 2",
+    )  # fmt: skip
     check_access: bool = flag(
         "--check-access", Kind.SWITCH, False,
         help="ask the API server (SelfSubjectAccessReview) about every operation this mode needs, and "

@@ -22,14 +22,20 @@ SHOWN_NODES = 10  # past this many, an annotation counts the nodes instead of na
 def as_text(result: AuditResult, against: str | None = None) -> str:
     """A line per finding and note; else OK, saying what was checked: `OK: 3 GPU nodes, 5 images in
     PATH` (`against`: the images' count and place). In lab mode, with nodes, the lab's one-word `OK`:
-    the lab's drv-audit step is graded on that exact line (docs/lab.md, step 3)."""
+    the lab's drv-audit step is graded on that exact line (docs/lab.md, step 3). Never OK when no GPU
+    node was checked (--allow-empty): `NOTHING CHECKED: 0 GPU nodes, ...`."""
     lines = [finding.line() for finding in result.findings]
     lines += [f"fleet: {note.message}" for note in result.notes]
     if lines:
         return "\n".join(lines)
+    if not result.audited:
+        return NOTHING_CHECKED + (f", {flat(against)}" if against else "")
     if against is None or (result.mode is Mode.LAB and result.audited):
         return "OK"
     return f"OK: {words.count(len(result.audited), 'GPU node')}, {flat(against)}"
+
+
+NOTHING_CHECKED = "NOTHING CHECKED: 0 GPU nodes"
 
 
 def flat(text: str) -> str:

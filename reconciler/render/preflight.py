@@ -40,7 +40,10 @@ def heading(pool: Pool) -> str:
 
 def as_text(result: Preflight, against: Against) -> str:
     """Per pool without its image: a heading, then `  NODE MISSING IMAGE` per node; INVALID nodes as
-    audit prints them; the fleet's notes; a closing count. Or `OK: N GPU nodes ready for kernel K`."""
+    audit prints them; the fleet's notes; a closing count. Or `OK: N GPU nodes ready for kernel K`,
+    never with no node checked (--allow-empty)."""
+    if result.ok and not result.checked:
+        return f"NOTHING CHECKED: 0 GPU nodes for kernel {result.kernel}"
     if result.ok:
         return f"OK: {words.count(len(result.checked), 'GPU node')} ready for kernel {result.kernel}"
     lines: list[str] = []

@@ -101,6 +101,16 @@ def test_a_cluster_that_is_gone_is_one_line_and_exit_2_after_the_others(fleet: P
     assert document["node_count"] == 7
 
 
+def test_no_cluster_read_is_never_ok(fleet: Path) -> None:
+    found = run_main("audit", "--cluster", "gone", cwd=fleet)
+    assert found.returncode == 2
+    assert (
+        found.stdout
+        == "NOTHING CHECKED: 0 GPU nodes, 3 images in matrix/support-matrix.csv, in 0 of 1 cluster\n"
+    )
+    assert "OK" not in found.stdout and found.stderr.startswith("gpudrv: cluster gone: cannot reach")
+
+
 def test_audit_in_github_actions_annotates_and_summarises_per_cluster(fleet: Path, tmp_path: Path) -> None:
     summary = tmp_path / "summary.md"
     found = run_main(

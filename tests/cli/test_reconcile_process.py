@@ -291,3 +291,42 @@ def test_once_posts_events_for_the_running_kernel_only_and_prints_the_next_kerne
     assert f"b MISSING {LACKED}" in proc.stdout
     assert cluster.reasons("b") == [("DriverImageMissing", "Warning")]
     assert cluster.reasons("a") == []  # no event of a wrong kind for the next kernel
+
+
+class NoGpuNodes(Cluster):
+    """An API server whose cluster has no GPU node (the label gone, the nodes scaled away)."""
+
+    def _nodes(self, request: Request) -> Answer:
+        if "watch" in request.query:
+            return Answer(hang=True)
+        listed = {"kind": "PartialObjectMetadataList", "metadata": {"resourceVersion": "10"}, "items": []}
+        return Answer(body=json.dumps(listed).encode())
+
+
+def test_once_on_a_cluster_with_no_gpu_node_is_no_pass(tmp_path: Path) -> None:
+    """The CronJob's run never says OK having checked nothing: exit 2, one line; --allow-empty makes it
+    exit 0 and say NOTHING CHECKED."""
+    bare = fleet_remote(tmp_path)[1]
+    with serving(NoGpuNodes()) as api:
+        command = [
+            *gpudrv_command(), "reconcile", "--once", "--repo", str(bare),
+            "--kubeconfig", str(api.kubeconfig(tmp_path / "kc")), "--workdir", str(tmp_path / "work"),
+        ]  # fmt: skip
+        refused = subprocess.run(
+            command, env=gpudrv_env(), capture_output=True, text=True, timeout=120, check=False
+        )
+        allowed = subprocess.run(
+            [*command, "--allow-empty"],
+            env=gpudrv_env(),
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "OK" not in refused.stdout
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("gpudrv: no GPU node in the cluster at http://127.0.0.1:"), line
+    assert allowed.returncode == 0, allowed.stdout + allowed.stderr
+    assert allowed.stdout.splitlines()[-1] == "NOTHING CHECKED: 0 GPU nodes"
+    assert "OK" not in allowed.stdout

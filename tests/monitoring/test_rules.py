@@ -111,6 +111,7 @@ def test_the_gate_alert_names_the_node_its_next_kernel_and_the_tag() -> None:
         "GPUDriverImageMissing",
         GATE,
         "GPUDriverAuditStale",
+        "GPUDriverNoGPUNodesAudited",
         "GPUDriverFleetRepoStale",
     }
 

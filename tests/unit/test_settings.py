@@ -175,6 +175,7 @@ LOOP = ReconcileSettings(
     apply=True,
     upgrade=dataclasses.replace(UPGRADE, force=False),  # reconcile passes on all but --force
     once=True,
+    allow_empty=True,
     check_access=True,
     output="yaml",
 )

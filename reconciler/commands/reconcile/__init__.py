@@ -22,7 +22,7 @@ from reconciler.adapters.cluster import Cluster, reviews
 from reconciler.adapters.cluster.events import EventSink, NodeEvent
 from reconciler.adapters.files import config
 from reconciler.adapters.git.sync import GitSync
-from reconciler.adapters.sources import valid_matrix
+from reconciler.adapters.sources import require_gpu_nodes, valid_matrix
 from reconciler.commands import FINDINGS, OK, Output
 from reconciler.commands.settings import ApplySettings, ReconcileSettings
 from reconciler.core.audit.audit import Status, audit_wants, check_want
@@ -145,6 +145,7 @@ def once(settings: ReconcileSettings) -> int:
     gateway = kube.connect(settings.connection)
     state = desired.from_cluster(gateway, desired.Pins(flag=snapshot.operator_version))
     found = desired.wants(state, Cluster(gateway).gpu_nodes())
+    require_gpu_nodes(len(found.wants), f"in the cluster at {gateway.host}", None, settings.allow_empty)
     result = audit_wants(found, snapshot.tags)
     sink = EventSink(gateway, settings.event_refresh).start()
     where = f"{snapshot.matrix} at {commit[:12]}"
