@@ -57,6 +57,23 @@ def test_default_merged_ref_prefers_origin_main(script: Script) -> None:
         git.default_merged_ref(repo)
 
 
+def test_a_broken_ref_is_named_as_broken(script: Script) -> None:
+    script.matrix(R1)
+    script.commit("Start")
+    script.git("checkout", "-q", "-b", "work")
+    (script.root / ".git" / "refs" / "heads" / "main").write_text("garbage\n")
+    repo = git.open_repo(script.root)
+    broken = f"{script.root}: refs/heads/main is a broken ref: it names no commit git can read"
+    with pytest.raises(GpudrvError, match=broken):
+        git.default_merged_ref(repo)
+    for ref in ("main", "refs/heads/main"):
+        with pytest.raises(GpudrvError, match=broken):
+            git.commit_of(repo, ref)
+    with pytest.raises(GpudrvError, match="git ref 'no-such-branch' not found"):
+        git.commit_of(repo, "no-such-branch")
+    assert git.commit_of(repo, "work") == script.git("rev-parse", "HEAD")
+
+
 def test_row_added_at_on_a_ref(script: Script) -> None:
     script.matrix(R1)
     script.commit("Start")

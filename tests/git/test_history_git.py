@@ -7,6 +7,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import run_main
 from tests.git.conftest import ISOLATED, MATRIX, Script
 
@@ -176,3 +178,29 @@ def test_uncommitted_matrix_has_no_history(script: Script) -> None:
     script.commit("Start")
     script.matrix(R1)
     assert history(script.root) == []
+
+
+@pytest.mark.parametrize(
+    "junk",
+    ["garbage\n", "0123456789012345678901234567890123456789\n"],  # no hash at all; a commit that is not there
+)
+def test_a_broken_branch_ref_is_named_not_no_commits(script: Script, junk: str) -> None:
+    script.matrix(R1)
+    script.commit("Start")
+    (script.root / ".git" / "refs" / "heads" / "main").write_text(junk)
+    result = run_main("matrix", "history", cwd=script.root)
+    assert (result.returncode, result.stdout) == (2, "")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"gpudrv: {script.root}: HEAD (refs/heads/main) is a broken ref: ")
+    assert "no commits yet" not in line
+
+
+def test_a_detached_head_on_a_missing_commit_is_broken_too(script: Script) -> None:
+    script.matrix(R1)
+    script.commit("Start")
+    (script.root / ".git" / "HEAD").write_text("0123456789012345678901234567890123456789\n")
+    result = run_main("matrix", "history", cwd=script.root)
+    assert result.returncode == 2
+    assert result.stderr.startswith(
+        f"gpudrv: {script.root}: HEAD is a broken ref: it names no commit git can read"
+    )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from reconciler.adapters import files
+from reconciler.adapters.git import refs
 from reconciler.core.images import history
 from reconciler.core.images.history import CommitInfo, Lifetime
 from reconciler.core.images.tags import ImageKey
@@ -68,7 +69,9 @@ def open_repo(start: Path, shown: Path | None = None) -> Repo:
     except (InvalidGitRepositoryError, NoSuchPathError):
         raise GpudrvError(f"{shown or start}: not inside a git repository") from None
     except (GitError, OSError, ValueError) as exc:
-        raise GpudrvError(f"{shown or start}: git cannot open the repository: {_first(str(exc))}") from None
+        raise GpudrvError(
+            f"{shown or start}: git cannot open the repository: {refs.first_line(str(exc))}"
+        ) from None
     _run(repo, "rev-parse", "--git-dir")  # dubious ownership and a broken repository fail here, once
     return repo
 
@@ -145,7 +148,9 @@ def _git_bytes(repo: Repo, where: str, *args: str) -> bytes:
     try:
         output = repo.git.execute(command, stdout_as_string=False, strip_newline_in_stdout=False)
     except (GitError, OSError) as exc:
-        raise GpudrvError(f"{where}: git cannot read it in {_where(repo)}: {_git_message(exc)}") from None
+        raise GpudrvError(
+            f"{where}: git cannot read it in {refs.where(repo)}: {refs.git_message(exc)}"
+        ) from None
     return bytes(output)
 
 
@@ -158,7 +163,7 @@ def _run(repo: Repo, *args: str) -> str:
     try:
         return str(repo.git.execute(command))
     except (GitError, OSError) as exc:
-        raise GpudrvError(f"git {args[0]} in {_where(repo)} failed: {_git_message(exc)}") from None
+        raise GpudrvError(f"git {args[0]} in {refs.where(repo)} failed: {refs.git_message(exc)}") from None
 
 
 def _check_object_id(where: str, blob: str, data: bytes) -> None:
@@ -172,9 +177,11 @@ def _check_object_id(where: str, blob: str, data: bytes) -> None:
 def default_merged_ref(repo: Repo) -> str:
     """The merged main branch: origin/main (what CI fetched) if it exists, else the local main."""
     for name, full in (("origin/main", "refs/remotes/origin/main"), ("main", "refs/heads/main")):
-        if _resolve(repo, full) is not None:
+        if refs.resolve(repo, full) is not None:
             return name
-    raise GpudrvError(f"neither origin/main nor main exists in {_where(repo)}: fetch the main branch")
+        if refs.broken_ref(repo, full) is not None:
+            raise GpudrvError(refs.broken(repo, full))
+    raise GpudrvError(f"neither origin/main nor main exists in {refs.where(repo)}: fetch the main branch")
 
 
 def row_added_at(repo: Repo, ref: str, repo_path: str, key: ImageKey) -> CommitInfo | None:
@@ -193,33 +200,22 @@ def matrix_history(repo: Repo, repo_path: str, ref: str = "HEAD") -> list[Lifeti
 def require_full_history(repo: Repo) -> None:
     if _run(repo, "rev-parse", "--is-shallow-repository") == "true":
         raise GpudrvError(
-            f"{_where(repo)} is a shallow clone: the matrix history needs the full clone: {FULL_CLONE}"
+            f"{refs.where(repo)} is a shallow clone: the matrix history needs the full clone: {FULL_CLONE}"
         )
 
 
 def commit_of(repo: Repo, ref: str) -> str:
     """The commit `ref` names, as a full hash; one clear error if it names none."""
-    found = None if ref.startswith("-") else _resolve(repo, f"{ref}^{{commit}}")
+    found = None if ref.startswith("-") else refs.resolve(repo, f"{ref}^{{commit}}")
     if ref == "HEAD" and found is None:
-        raise GpudrvError(f"{_where(repo)}: no commits yet")
+        raise GpudrvError(refs.no_head_commit(repo))
+    if found is None and (name := refs.broken_ref(repo, ref)) is not None:
+        raise GpudrvError(refs.broken(repo, name))
     if not ref or found is None:
         shallow = _run(repo, "rev-parse", "--is-shallow-repository") == "true"
         hint = f" (a shallow clone: {FULL_CLONE})" if shallow else ""
-        raise GpudrvError(f"git ref {ref!r} not found in {_where(repo)}{hint}")
+        raise GpudrvError(f"git ref {ref!r} not found in {refs.where(repo)}{hint}")
     return found
-
-
-def _resolve(repo: Repo, name: str) -> str | None:
-    """The object `name` names; None when it names none (`git rev-parse --verify --quiet` exits 1,
-    silently). Any other failure of git is an error, not "not found"."""
-    from git.exc import GitCommandError
-
-    try:
-        return str(repo.git.rev_parse("--verify", "--quiet", name))
-    except GitCommandError as exc:
-        if exc.status == 1 and not str(exc.stderr).strip().removeprefix("stderr:").strip(" '"):
-            return None
-        raise GpudrvError(f"git rev-parse in {_where(repo)} failed: {_git_message(exc)}") from None
 
 
 def _log_lines(repo: Repo, commit: str, repo_path: str) -> Iterator[str]:
@@ -235,32 +231,7 @@ def _log_lines(repo: Repo, commit: str, repo_path: str) -> Iterator[str]:
             yield raw.decode("utf-8", errors="replace")
         process.wait()
     except (GitError, OSError) as exc:
-        raise GpudrvError(f"git log in {_where(repo)} failed: {_git_message(exc)}") from None
-
-
-def _git_message(exc: BaseException) -> str:
-    """git's own words: its (last) `fatal:` line, else its last `error:` line, else its last line (a
-    hint such as safe.directory's follows the fatal line); GitPython keeps stderr as
-    "\n  stderr: '<text>'". A git that cannot run at all: why."""
-    stderr = getattr(exc, "stderr", None)
-    if stderr is None:
-        return _first(str(exc)) or type(exc).__name__
-    text = str(stderr).strip().removeprefix("stderr:").strip().strip("'").strip()
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    said = next(
-        (line for prefix in ("fatal:", "error:") for line in reversed(lines) if line.startswith(prefix)),
-        lines[-1] if lines else "",
-    )
-    return said or f"exit status {getattr(exc, 'status', '?')}"
-
-
-def _first(text: str) -> str:
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return lines[0] if lines else ""
-
-
-def _where(repo: Repo) -> str:
-    return str(repo.working_tree_dir or repo.git_dir)
+        raise GpudrvError(f"git log in {refs.where(repo)} failed: {refs.git_message(exc)}") from None
 
 
 def head_commit(path: Path) -> tuple[str | None, str | None]:
@@ -272,9 +243,9 @@ def head_commit(path: Path) -> tuple[str | None, str | None]:
         repo, _ = locate(path)
     except GpudrvError as exc:
         return None, str(exc)
-    commit = _resolve(repo, "HEAD^{commit}")
+    commit = refs.resolve(repo, "HEAD^{commit}")
     if commit is None:
-        return None, f"{_where(repo)}: no commits yet"
+        return None, refs.no_head_commit(repo)
     try:
         dirty = repo.is_dirty(untracked_files=False)
     except GitCommandError:
@@ -304,7 +275,7 @@ def fetch_branch(directory: Path, url: str, branch: str, env: dict[str, str], ti
     try:
         repo.git.execute([*command, f"+refs/heads/{branch}:{tracking}"], env=env, kill_after_timeout=timeout)
     except GitCommandError as exc:
-        raise GpudrvError(f"git fetch {redact(url)} {branch}: {_git_message(exc)}") from None
+        raise GpudrvError(f"git fetch {redact(url)} {branch}: {refs.git_message(exc)}") from None
     return commit_of(repo, tracking)
 
 
@@ -318,7 +289,7 @@ def check_out(directory: Path, commit: str) -> None:
         repo.git.checkout("--force", "--detach", "--quiet", commit)
         repo.git.clean("-ffdxq")
     except GitCommandError as exc:
-        raise GpudrvError(f"git checkout {commit} in {directory}: {_git_message(exc)}") from None
+        raise GpudrvError(f"git checkout {commit} in {directory}: {refs.git_message(exc)}") from None
 
 
 def add_worktree(directory: Path, path: Path, commit: str) -> None:
@@ -331,7 +302,7 @@ def add_worktree(directory: Path, path: Path, commit: str) -> None:
         repo.git.worktree("prune")
         repo.git.worktree("add", "--force", "--detach", "--quiet", str(path), commit)
     except GitCommandError as exc:
-        raise GpudrvError(f"git worktree add {path} {commit}: {_git_message(exc)}") from None
+        raise GpudrvError(f"git worktree add {path} {commit}: {refs.git_message(exc)}") from None
 
 
 def remove_worktree(directory: Path, path: Path) -> None:
@@ -341,7 +312,7 @@ def remove_worktree(directory: Path, path: Path) -> None:
     try:
         Repo(directory).git.worktree("remove", "--force", str(path))
     except GitCommandError as exc:
-        raise GpudrvError(f"git worktree remove {path}: {_git_message(exc)}") from None
+        raise GpudrvError(f"git worktree remove {path}: {refs.git_message(exc)}") from None
 
 
 def commit_time(directory: Path, commit: str) -> int:
