@@ -9,12 +9,12 @@ pins (or not) the operator release its own way, and every command must say the s
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from reconciler.core.contract.desired import SourceKind
+from tests.git.conftest import Script
 
 BRANCH, RUNNING = "570", "550"
 KERNELS = ("5.15.0-119-generic", "6.8.0-45-generic")
@@ -195,13 +195,9 @@ def repository(
     image), committed on `main` (the image gate's merged ref and matrix impact's base). `labels`: more
     labels on each Node manifest (the e2e tier's selector)."""
     expected = WRITERS[kind](root, labels)
-    (root / "matrix").mkdir(exist_ok=True)
     rows = [f"{BRANCH},{kernel},ubuntu22.04" for kernel in KERNELS] if rows is None else rows
-    (root / MATRIX).write_text("\n".join(["driver_branch,kernel,os_tag", *rows]) + "\n")
-    git = ["git", "-c", "user.name=Platform Team", "-c", "user.email=platform@example.com"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-q", "-m", f"the fleet as {kind}"], cwd=root, check=True)
+    matrix = "\n".join(["driver_branch,kernel,os_tag", *rows]) + "\n"
+    Script.committed(root, f"the fleet as {kind}", {MATRIX: matrix})
     return expected
 
 

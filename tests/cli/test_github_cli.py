@@ -285,10 +285,7 @@ def test_manifests_validate_valid_and_broken_yaml(lab: Path) -> None:
 
 @pytest.fixture
 def fleet(lab: Path) -> Script:
-    script = Script(lab)
-    script.git("init", "-q", "-b", "main")
-    script.commit("The lab fleet (#1)")
-    return script
+    return Script.committed(lab, "The lab fleet (#1)")
 
 
 def test_impact_annotates_the_matrix_for_a_row_still_needed(fleet: Script) -> None:

@@ -24,6 +24,7 @@ from tests import fleets
 from tests.conftest import REPO, gpudrv_command, gpudrv_env
 from tests.e2e.conftest import TEST_LABEL, FakeNodes, Kube
 from tests.e2e.test_operator_rollout import precompiled
+from tests.git.conftest import Script
 from tests.helm import chart
 from tests.registry import harness
 
@@ -298,10 +299,7 @@ def test_the_bundled_flux_fleet_plans_and_applies_one_plan(
         nodes.add(document["metadata"]["name"], **document["metadata"]["labels"])
     release = root / "fleet" / "helmrelease.yaml"
     release.write_text(release.read_text().replace('version: "550"', 'version: "570"'))
-    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
-    subprocess.run([*git, "init", "-q", "-b", "main"], cwd=root, check=True)
-    subprocess.run([*git, "add", "-A"], cwd=root, check=True)
-    subprocess.run([*git, "commit", "-qm", "driver 570"], cwd=root, check=True)
+    Script.committed(root, "driver 570")
     site = Site(root, kube, nodes, {}, ())  # type: ignore[arg-type]  # no registry is read here
     common = (*FROM, *MATRIX, *MERGED, *site.selector)
     plan = site.run("plan", *common, codes=(1,))

@@ -8,7 +8,7 @@ import json
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from tests.e2e.gpu_operator import (
     cluster_policy,
 )
 from tests.e2e.test_gpu_operator import gpu_workload, pdb
+from tests.git.conftest import Script
 
 # scripts/operator builds github.com/NVIDIA/gpu-operator@v0.0.0-20250917190837-d73a0086a6ba: the
 # commit of tag v25.3.4 (git describe in the operator's repository).
@@ -53,10 +54,10 @@ class GitFleet:
     root: Path
     kube: Kube
     nodes: FakeNodes
+    repo: Script = field(init=False, repr=False)  # the repository at root, on main
 
-    def git(self, *args: str) -> None:
-        identity = ["-c", "user.name=Platform Team", "-c", "user.email=platform@example.com"]
-        subprocess.run(["git", *identity, *args], cwd=self.root, check=True, capture_output=True)
+    def __post_init__(self) -> None:
+        self.repo = Script.init(self.root)
 
     def args(self, *extra: str) -> list[str]:
         return [
@@ -102,8 +103,7 @@ class Fleet(GitFleet):
         (self.root / "matrix").mkdir(exist_ok=True)
         lines = ["driver_branch,kernel,os_tag", *rows]
         (self.root / "matrix" / "support-matrix.csv").write_text("\n".join(lines) + "\n")
-        self.git("add", "-A")
-        self.git("commit", "-q", "-m", f"driver {version}")
+        self.repo.commit(f"driver {version}")
 
 
 def rows(version: str) -> list[str]:
@@ -114,9 +114,7 @@ def rows(version: str) -> list[str]:
 def fleet(gpu_operator: GpuOperator, operator_nodes: FakeNodes, tmp_path: Path, kube: Kube) -> Fleet:
     """The GitOps repository, and no node yet (`start_nodes`)."""
     set_policy(gpu_operator, precompiled(OLD))
-    repo = Fleet(tmp_path, kube, operator_nodes, [])
-    repo.git("init", "-q", "-b", "main")
-    return repo
+    return Fleet(tmp_path, kube, operator_nodes, [])
 
 
 def start_nodes(fleet: Fleet, operator: GpuOperator, count: int) -> list[str]:

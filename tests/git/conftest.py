@@ -1,9 +1,15 @@
-"""Real git repositories with scripted histories: commits with chosen authors, dates and subjects."""
+"""Real git repositories with scripted histories: commits with chosen authors, dates and subjects.
+
+`Script` is the tests' one helper for a real temporary git repository: `Script.init` (an empty one on
+`main`), `Script.committed` (these files committed on `main`), then `write` and `commit` for more. The
+other tiers use it too (tests/fleets.py, tests/cli, tests/e2e).
+"""
 
 from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +28,24 @@ class Script:
 
     root: Path
     day: int = 0
+
+    @classmethod
+    def init(cls, root: Path) -> Script:
+        """A new repository at `root` (made if missing) on `main`, with nothing committed yet."""
+        root.mkdir(parents=True, exist_ok=True)
+        repo = cls(root)
+        repo.git("init", "-q", "-b", "main")
+        return repo
+
+    @classmethod
+    def committed(cls, root: Path, subject: str, files: Mapping[str, str] | None = None) -> Script:
+        """A new repository at `root` on `main` whose first commit, `subject`, holds `files` (path
+        relative to `root`: text) and every file already under `root`."""
+        repo = cls.init(root)
+        for path, text in (files or {}).items():
+            repo.write(path, text)
+        repo.commit(subject)
+        return repo
 
     def git(self, *args: str, author: str = "Ann Author") -> str:
         date = f"2024-03-{self.day + 1:02d}T10:00:00+00:00"
@@ -59,8 +83,4 @@ class Script:
 
 @pytest.fixture
 def script(tmp_path: Path) -> Script:
-    root = tmp_path / "repo"
-    root.mkdir()
-    repo = Script(root)
-    repo.git("init", "-q", "-b", "main")
-    return repo
+    return Script.init(tmp_path / "repo")

@@ -20,10 +20,7 @@ KERNEL_0, KERNEL_1 = "5.14.0-427.13.1.el9_4.x86_64", "5.14.0-427.40.1.el9_4.x86_
 
 @pytest.fixture
 def fleet(lab: Path) -> Script:
-    script = Script(lab)
-    script.git("init", "-q", "-b", "main")
-    script.commit("The Helm fleet (#1)")
-    return script
+    return Script.committed(lab, "The Helm fleet (#1)")
 
 
 def impact(fleet: Script, *args: str) -> tuple[int, str, str]:

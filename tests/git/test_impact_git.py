@@ -20,9 +20,7 @@ ARROW = "\u2192"
 @pytest.fixture
 def fleet(lab: Path) -> Script:
     """The example fleet, committed on main; lab-node-3 joins in the working tree."""
-    script = Script(lab)
-    script.git("init", "-q", "-b", "main")
-    script.commit("The lab fleet (#1)")
+    script = Script.committed(lab, "The lab fleet (#1)")
     (lab / "clusters/lab/nodes/lab-node-3.yaml").write_text(NODE_3)
     return script
 
