@@ -144,6 +144,72 @@ def test_dry_run_changes_nothing(gitlab: GitLab) -> None:
     assert gitlab.kube.get("pdb", "trainer-pdb", "-n", NS)["spec"]["minAvailable"] == 4
 
 
+def helm_applies_the_budget(lab: GitLab, min_available: int) -> None:
+    """trainer-pdb as Helm 4 or a GitOps engine writes it: a server-side apply as field manager helm,
+    forced as the engines force theirs (docs/gitops.md)."""
+    budget = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainer-pdb", "namespace": NS},
+        "spec": {"minAvailable": min_available, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+    lab.kube.apply(json.dumps(budget), "--server-side", "--field-manager=helm", "--force-conflicts")
+
+
+def owners(lab: GitLab, field: str) -> set[str]:
+    """The field managers that own trainer-pdb's spec.<field>, from its managedFields."""
+    live = lab.kube.get("pdb", "trainer-pdb", "-n", NS, "--show-managed-fields")
+    return {
+        entry["manager"]
+        for entry in live["metadata"].get("managedFields") or []
+        if f"f:{field}" in ((entry.get("fieldsV1") or {}).get("f:spec") or {})
+    }
+
+
+def test_a_budget_another_manager_owns_is_refused_naming_it_and_left_alone(gitlab: GitLab) -> None:
+    """Helm applies trainer-pdb as it is (minAvailable 4): it owns the field with gpudrv, which created
+    the budget. The merged change to 3 is refused, with --dry-run and without: one line naming helm and
+    the field, exit 2, the budget still 4 and helm's, lab-node-1 untouched. Once helm itself applies 3,
+    gpudrv has no budget to write and upgrades the node."""
+    lab = gitlab
+    helm_applies_the_budget(lab, 4)
+    assert "helm" in owners(lab, "minAvailable")
+    merged_upgrade(lab, min_available=3)
+    metadata = lab.node("lab-node-1")["metadata"]
+    assert isinstance(metadata, dict)
+    before = (lab.labels("lab-node-1"), metadata.get("annotations"))
+
+    for dry_run in ((), ("--dry-run",)):
+        refused = lab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s", *dry_run)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "applied PDB" not in refused.stdout and "lab-node-1:" not in refused.stdout, refused.stdout
+        (line,) = refused.stderr.splitlines()
+        assert line.startswith("gpudrv: PDB gpu-drv/trainer-pdb (minAvailable 4 -> 3; "), line
+        assert (
+            "field manager 'helm' owns spec.minAvailable: gpudrv does not take fields from another manager "
+            "(no forced apply)" in line
+        ), line
+        assert line.endswith("the budget and the nodes are left as they were"), line
+
+    assert lab.kube.get("pdb", "trainer-pdb", "-n", NS)["spec"]["minAvailable"] == 4
+    assert "helm" in owners(lab, "minAvailable")
+    metadata = lab.node("lab-node-1")["metadata"]
+    assert isinstance(metadata, dict)
+    assert (lab.labels("lab-node-1"), metadata.get("annotations")) == before
+    assert not lab.cordoned("lab-node-1")
+
+    # The manager that owns the field makes the change: gpudrv writes no budget, and upgrades.
+    helm_applies_the_budget(lab, 3)
+    lab.kube.wait_for(
+        "room in trainer-pdb", lambda: lab.pdb_status("trainer-pdb").get("disruptionsAllowed") == 1
+    )
+    done = lab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "applied PDB" not in done.stdout
+    assert lab.labels("lab-node-1")[STATE_LABEL] == "upgrade-done"
+    assert owners(lab, "minAvailable") == {"helm"}
+
+
 def test_a_node_cordoned_by_hand_stays_cordoned(gitlab: GitLab) -> None:
     merged_upgrade(gitlab, min_available=3)
     gitlab.kube.run("cordon", "lab-node-1")
@@ -214,7 +280,7 @@ def stuck_in_drain(lab: GitLab) -> subprocess.Popen[str]:
     merged_upgrade(lab, min_available=3)
     (lab.root / "clusters/lab/workloads/pinned.yaml").write_text(PINNED + "---" + PINNED_PDB)
     lab.commit("pinned workload and its budget")
-    lab.kube.run("apply", "-f", str(lab.root / "clusters/lab/workloads/pinned.yaml"))
+    lab.apply_workloads(lab.root / "clusters/lab/workloads/pinned.yaml")  # pinned-pdb is gpudrv's to change
     lab.kube.wait_for("2 pinned pods Running", lambda: len(lab.running("app=pinned")) == 2)
     lab.kube.wait_for(
         "pinned-pdb allows 1", lambda: lab.pdb_status("pinned-pdb").get("disruptionsAllowed") == 1
@@ -515,7 +581,11 @@ def test_mig_pods_are_gpu_pods_and_drain_skip_pods_stay(gitlab: GitLab) -> None:
     merged_upgrade(gitlab, min_available=3)
     owned_pod(gitlab, "mig-worker", {"app": "mig"}, {"nvidia.com/mig-1g.10gb": "1"})
     owned_pod(gitlab, "node-agent", {"app": "agent", "nvidia.com/gpu-driver-upgrade-drain.skip": "true"}, {})
-    done = gitlab.gpudrv("apply", "--from", "clusters/lab", "--drain-timeout", "60s")
+    # busybox is no CUDA image and no registry is read here: the CUDA gate (fail closed) would refuse
+    # it; the eviction order is what this test is about, so the image is let through by name.
+    done = gitlab.gpudrv(
+        "apply", "--from", "clusters/lab", "--drain-timeout", "60s", "--allow-unverified-images"
+    )
     assert done.returncode == 0, done.stdout
     lines = done.stdout.splitlines()
     evicted = lines.index("lab-node-1: pod gpu-drv/mig-worker evicted")
