@@ -160,8 +160,10 @@ def test_a_dry_run_says_the_plan_and_writes_nothing() -> None:
 
 def test_hold_leaves_the_resources_to_the_engine_then_await_sync_goes_on() -> None:
     world = World.of(3)
-    assert rollout(world, Settings(hold=True))[0]
-    assert world.writes == ["hold n1", "hold n2"] and not world.applied
+    held, said = rollout(world, Settings(hold=True))
+    assert held and world.writes == ["hold n1", "hold n2"] and not world.applied
+    # -o json says what --hold did: the canary planned, the others held (not the read before the holds)
+    assert said.notes == {"n0": ("planned", NEW), "n1": ("held", NEW), "n2": ("held", NEW)}
     world.synced_by_engine_after = 30.0
     ok, said = rollout(world, Settings(Stages(1, 1), await_sync=True))
     assert ok and finished_clean(world), said.lines

@@ -239,6 +239,9 @@ class Staging:
         self.fleet.writing()
         self.hold(step.hold)
         if self.settings.hold:
+            wants = {node.name: node.want_image for node in self.first}
+            for name in step.in_flight:  # the canary: the operator takes it once the engine has synced
+                self.output.note(name, "planned", wants.get(name))
             self.output.say(
                 "the driver resources are left to their GitOps engine: once it has applied them, "
                 "gpudrv apply --await-sync stages the rest of the rollout"
@@ -272,8 +275,10 @@ class Staging:
 
     def hold(self, names: tuple[str, ...]) -> None:
         why = f"rollout since {stamp(self.clock.now())}"
+        wants = {node.name: node.want_image for node in self.first}
         for name in names:
             self.fleet.hold(name, why)
+            self.output.note(name, "held", wants.get(name))  # as of now; a later read says more
         if names:
             until = f"{SKIP_LABEL}=true until the canary is done"
             self.output.say(f"held {len(names)} node(s) with {until}: {', '.join(names)}")
