@@ -51,18 +51,20 @@ class NodeSource:
     version_from_config: bool = False  # operator_version is gpudrv.yaml's, not --operator-version
     helm: config.HelmValues | None = None  # gpudrv.yaml's helm: values files and chart version
     desired_dir: Path | None = None  # live nodes, the desired state in git there (status --from)
+    config_origin: str = "gpudrv.yaml"  # where a gpudrv.yaml operatorVersion was written (file:line)
 
     @property
     def pins(self) -> desired.Pins:
         if self.version_from_config:
-            return desired.Pins(config=self.operator_version, helm=self.helm)
-        return desired.Pins(flag=self.operator_version, helm=self.helm)
+            return desired.Pins(
+                config=self.operator_version, helm=self.helm, config_origin=self.config_origin
+            )
+        return desired.Pins(flag=self.operator_version, helm=self.helm, config_origin=self.config_origin)
 
     @property
     def desired(self) -> Desired:
         """The fleet's desired state (core/contract/desired.py), read once per run: git's with --from,
-        else the
-        cluster's. Its notes are said once."""
+        else the cluster's. Its notes are said once."""
         found: Desired | None = self.__dict__.get("_desired")
         if found is None:
             if self.from_dir is not None:

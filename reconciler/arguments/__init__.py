@@ -114,6 +114,7 @@ def node_source(args: argparse.Namespace, options: kube.Options, live: bool = Fa
         version_from_config=getattr(args, "version_from_config", False),
         helm=getattr(args, "helm", None),
         desired_dir=getattr(args, "from_dir", None) if live else None,  # live nodes, git's desired state
+        config_origin=str(getattr(args, "config_path", None) or "gpudrv.yaml"),
     )
 
 
@@ -164,7 +165,7 @@ def selector(text: str) -> label_selector.LabelSelector | Empty:
 
 
 def kernel(text: str) -> str | Empty:
-    """preflight's --kernel: a kernel that can be part of an image tag, as NFD spells one."""
+    """preflight's --kernel: a kernel as NFD's kernel-version.full reports one (tags.kernel_problem)."""
     if not text:
         return Empty("--kernel", "kernel")
     problem = tags.kernel_problem(text)

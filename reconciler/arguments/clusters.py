@@ -111,6 +111,10 @@ def _target(args: argparse.Namespace, entry: config.ClusterEntry) -> Target:
     )
     version = from_flag or entry.operator_version or getattr(args, "operator_version", None)
     kubeconfig = str(entry.kubeconfig) if entry.kubeconfig is not None else None
+    # The entry's own operatorVersion is blamed on its line; gpudrv.yaml's top-level one on the file.
+    origin = (
+        entry.origin if entry.operator_version else str(getattr(args, "config_path", None) or "gpudrv.yaml")
+    )
     return Target(
         entry.name,
         kube.Options(kubeconfig, entry.context, getattr(args, "request_timeout", None)),
@@ -119,6 +123,7 @@ def _target(args: argparse.Namespace, entry: config.ClusterEntry) -> Target:
         version_from_config=from_flag is None and version is not None,
         selector=_both(entry.selector, getattr(args, "selector", None)),
         allow_empty=getattr(args, "allow_empty", False),
+        version_origin=origin,
     )
 
 

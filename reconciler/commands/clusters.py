@@ -46,9 +46,11 @@ class Target:
     version_from_config: bool = False
     selector: LabelSelector | None = None
     allow_empty: bool = False
+    version_origin: str = "gpudrv.yaml"  # where a gpudrv.yaml operatorVersion was written (file:line)
 
-    def source(self) -> NodeSource:
-        """The cluster's live nodes and driver resources."""
+    def source(self, desired: bool = False) -> NodeSource:
+        """The cluster's live nodes and driver resources; `desired`: with the desired state in git (its
+        fleet), as single-cluster `status --from` reads it."""
         return NodeSource(
             None,
             self.options,
@@ -56,6 +58,8 @@ class Target:
             self.selector,
             self.allow_empty,
             version_from_config=self.version_from_config,
+            desired_dir=self.fleet if desired else None,
+            config_origin=self.version_origin,
         )
 
 
@@ -91,13 +95,15 @@ def fan_out(targets: Sequence[Target], work: Callable[[Target], T]) -> list[Outc
         return list(pool.map(one, targets))
 
 
-def read_each(targets: Sequence[Target], work: Callable[[Target, NodeSource], T]) -> list[Outcome[T]]:
+def read_each(
+    targets: Sequence[Target], work: Callable[[Target, NodeSource], T], desired: bool = False
+) -> list[Outcome[T]]:
     """fan_out on each cluster's live source (Target.source), each result kept with the desired state
     it was computed under: the source's own, read once by `work` as the single-cluster command reads
     it (NodeSource.desired caches it), so each cluster's -o json says what gpudrv read there."""
 
     def one(target: Target) -> tuple[T, Desired]:
-        source = target.source()
+        source = target.source(desired)
         result = work(target, source)
         return result, source.desired
 

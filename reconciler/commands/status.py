@@ -272,7 +272,7 @@ def status_many(targets: Sequence[Target], matrix_path: Path, output: Output) ->
         rows = status_rows(target.fleet, matrix_path, source)
         return [_in_cluster(row, target.name) for row in rows]
 
-    outcomes = clusters.read_each(targets, one)
+    outcomes = clusters.read_each(targets, one, desired=True)  # git's desired state, as status --from
     rows = [row for outcome in outcomes for row in outcome.result or ()]
     read = [clusters.listed(o, lambda found: (True, len(found))) for o in outcomes]  # status's ok: always
     if output.structured:

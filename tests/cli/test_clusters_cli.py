@@ -256,8 +256,9 @@ def test_each_cluster_says_the_desired_state_it_was_read_with(fleet: Path) -> No
             "{name: us, kubeconfig: us.kubeconfig, operatorVersion: v25.10.1}",
         )
     )
-    for kind in ("audit", "status", "report"):
-        alone = json_of(kind, "--kubeconfig", "eu.kubeconfig", cwd=fleet, code=0, kind=kind)
+    # status reads each cluster with its fleet's desired state in git, as single-cluster status --from
+    for kind, read in (("audit", ()), ("status", ("--from", "clusters/lab")), ("report", ())):
+        alone = json_of(kind, "--kubeconfig", "eu.kubeconfig", *read, cwd=fleet, code=0, kind=kind)
         many = json_of(kind, "--all-clusters", cwd=fleet, code=2, kind=kind)
         eu, us, gone = many["clusters"]
         assert eu["desired"] == alone["desired"], kind
@@ -265,9 +266,10 @@ def test_each_cluster_says_the_desired_state_it_was_read_with(fleet: Path) -> No
         assert us["desired"]["operator"] == {
             "version": "v25.10.1",
             "from": "gpudrv.yaml",
-            "origin": "gpudrv.yaml",
+            "origin": "gpudrv.yaml:5",  # us's entry, where its operatorVersion is written
         }
-        assert [source["kind"] for source in us["desired"]["sources"]] == ["live cluster"]
+        sources = ["Node manifests"] if kind == "status" else ["live cluster"]
+        assert [source["kind"] for source in us["desired"]["sources"]] == sources, kind
         assert (gone["desired"], gone["error"] is not None) == (None, True)
         assert "desired" not in many  # one per cluster, none for the whole
         as_yaml = run_main(kind, "--all-clusters", "-o", "yaml", cwd=fleet)

@@ -157,7 +157,7 @@ class Desired:
         return tuple(dict.fromkeys(source.kind for source in self.sources))
 
     def as_json(self) -> dict[str, Any]:
-        """What every command's -o json says of the desired state (schemas/desired.schema.json)."""
+        """What every command's -o json says of the desired state (schemas/desired-state.schema.json)."""
         return {
             "mode": str(self.mode),
             "operator": self.version.as_json(),
