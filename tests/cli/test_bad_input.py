@@ -60,7 +60,7 @@ def test_tag_with_whitespace_in_kernel(lab: Path) -> None:
 
 def test_audit_with_a_malformed_matrix(lab: Path) -> None:
     with (lab / MATRIX).open("a") as handle:
-        handle.write("550,5.15.0-119-generic\nx,y,z\n")
+        handle.write("550,5.15.0-119-generic\nx,5.15.0-1-generic,ubuntu22.04\n")
     result = run_main("audit", "--from", "clusters/lab", cwd=lab)
     assert_one_line_error(
         result, f"{MATRIX}:5: expected 3 fields", "(and 1 more; run gpudrv matrix validate)"
@@ -93,6 +93,20 @@ def test_matrix_validate_lists_every_problem(lab: Path) -> None:
         f"{MATRIX}:7: driver_branch 'r550': a driver branch is digits only, like 550",
     ]
     assert "Traceback" not in result.stderr
+
+
+def test_matrix_validate_refuses_what_the_operator_and_nfd_never_make(lab: Path) -> None:
+    with (lab / MATRIX).open("a") as handle:
+        handle.write(
+            "550,5.15.0-119-generic,ubuntu-22.04\n550,5.15,ubuntu22.04\n550,6.8.0-45-generic,24.04\n"
+        )
+    result = run_main("matrix", "validate", cwd=lab)
+    assert result.returncode == 2
+    assert [line.split(": ", 2)[:2] for line in result.stdout.splitlines()] == [
+        [f"{MATRIX}:5", "os_tag 'ubuntu-22.04'"],
+        [f"{MATRIX}:6", "kernel '5.15'"],
+        [f"{MATRIX}:7", "os_tag '24.04'"],
+    ]
 
 
 def test_matrix_validate_ok_with_path_argument(lab: Path) -> None:
@@ -140,6 +154,15 @@ def test_matrix_add_existing_row_is_reported_and_untouched(lab: Path) -> None:
         (["550", "5.15.0-107-generic", ""], "os_tag is empty"),
         (["--tag", "550ubuntu"], "is not <driver-branch>-<kernel>-<os-tag>"),
         (["--tag", "x-5.15-ubuntu22.04"], "driver_branch 'x'"),
+        # issue 38: an os tag the GPU Operator never makes, a kernel NFD never reports
+        (
+            ["550", "5.15.0-119-generic", "ubuntu-22.04"],
+            "os_tag 'ubuntu-22.04': an os tag is <ID><VERSION_ID",
+        ),
+        (["550", "5.15.0-119-generic", "22.04"], "os_tag '22.04': an os tag is <ID><VERSION_ID>"),
+        (["550", "5.15", "ubuntu22.04"], "kernel '5.15': a kernel is a release as NFD"),
+        (["550", "garbage", "ubuntu22.04"], "kernel 'garbage'"),
+        (["--tag", "550-5.15.0-119-generic-ubuntu-22.04"], "os_tag '22.04'"),
     ],
 )
 def test_matrix_add_refuses_invalid_rows(lab: Path, args: list[str], fragment: str) -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from reconciler.adapters.registry import oci
+from reconciler.core.images import tags
 from reconciler.core.images.registry import Repository
 from tests.cli import test_workflow_commands
 from tests.cli.test_bad_input import assert_one_line_error, edit_label
@@ -209,9 +210,16 @@ def test_registry_refused_before_any_request(lab: Path, monkeypatch: pytest.Monk
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        (["--kernel", "6.8.0 60"], "argument --kernel: kernel '6.8.0 60' cannot be part of an image tag"),
-        (["--kernel", "6.8\n::warning::x"], "kernel '6.8\\n::warning::x' cannot be part of an image tag"),
-        (["--kernel", "-6.8"], "argument --kernel: kernel '-6.8' cannot be part of an image tag"),
+        (["--kernel", "6.8.0 60"], f"argument --kernel: kernel '6.8.0 60' is not {tags.KERNEL_SHAPE}"),
+        (["--kernel", "6.8\n::warning::x"], f"kernel '6.8\\n::warning::x' is not {tags.KERNEL_SHAPE}"),
+        (["--kernel", "-6.8"], f"argument --kernel: kernel '-6.8' is not {tags.KERNEL_SHAPE}"),
+        # issue 38: what NFD's kernel-version.full never reports (tags.KERNEL_PATTERN cites its source)
+        (["--kernel", "garbage"], f"argument --kernel: kernel 'garbage' is not {tags.KERNEL_SHAPE}"),
+        (["--kernel", "5.15"], f"argument --kernel: kernel '5.15' is not {tags.KERNEL_SHAPE}"),
+        (
+            ["--kernel", "550-5.15.0-119-generic-ubuntu22.04"],
+            "it is a whole image tag: its kernel is 5.15.0-119-generic",
+        ),
         (["--kernel", ""], "--kernel: empty kernel (is a variable unset?)"),
         ([], "the following arguments are required: --kernel"),
     ],

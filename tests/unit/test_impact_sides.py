@@ -7,7 +7,7 @@ from reconciler.core.contract.driver_images import wants
 from reconciler.core.images.tags import ImageKey
 from tests.unit.test_operator import build, gpu, policy
 
-RHEL = ("rhel", "9.4", "9")
+RHEL = ("rhel", "9.4", "5.14.0-427.13.1.el9_4.x86_64")
 ARROW = "\u2192"
 
 

@@ -91,7 +91,15 @@ def test_header_problems(text: str, expected: str) -> None:
         ('550,"5.15.0-119-generic",ubuntu22.04', None),
         ('550,"5.15,0",ubuntu22.04', "kernel '5.15,0'"),
         ('550,"unterminated,ubuntu22.04', "not a CSV row"),
-        ("550," + "1" * 130 + ",ubuntu22.04", "not a valid image tag"),
+        ("550," + "5.15.0-" + "1" * 57 + ",ubuntu22.04", "at most 63 characters"),
+        ("550,5.15.0-119-generic," + "a" * 60 + "1" * 70, "not a valid image tag"),
+        # issue 38: a kernel NFD never reports, an os tag the GPU Operator never makes
+        ("550,5.15,ubuntu22.04", "kernel '5.15': a kernel is a release as NFD's kernel-version.full reports"),
+        ("550,garbage,ubuntu22.04", "kernel 'garbage'"),
+        ("550,5.15.0-119-generic,ubuntu-22.04", "os_tag 'ubuntu-22.04': an os tag is <ID><VERSION_ID>"),
+        ("550,5.15.0-119-generic,22.04", "os_tag '22.04'"),
+        ("535,5.14.0-427.13.1.el9_4.x86_64,rhel9", None),
+        ("550,6.8.0-45-generic,opensuse-leap15.5", None),
     ],
 )
 def test_row_problems_name_the_field(row: str, expected: str | None) -> None:
@@ -116,7 +124,7 @@ def test_duplicate_reported_at_the_later_copy() -> None:
 
 
 def test_all_problems_are_collected() -> None:
-    text = GOOD + "x,1,ubuntu\n550,5.15.0-119-generic,ubuntu22.04\n1,2\n"
+    text = GOOD + "x,1.2.3,ubuntu9\n550,5.15.0-119-generic,ubuntu22.04\n1,2\n"
     assert [line for line, _ in problems(text)] == [4, 5, 6]
 
 
@@ -151,7 +159,7 @@ def test_key_from_tag_refuses_what_is_not_three_parts(tag: str) -> None:
 def test_row_problems_for_add() -> None:
     assert matrix.row_problems(ImageKey("550", "5.15.0-107-generic", "ubuntu22.04"), SCHEMA) == []
     assert matrix.row_problems(ImageKey("550\n", "5.15.0-107-generic", "ubuntu22.04"), SCHEMA) != []
-    assert matrix.row_problems(ImageKey("abc", "k", "ubuntu22.04"), SCHEMA) == [
+    assert matrix.row_problems(ImageKey("abc", "5.15.0", "ubuntu22.04"), SCHEMA) == [
         "driver_branch 'abc': a driver branch is digits only, like 550"
     ]
 

@@ -15,7 +15,12 @@ SCHEMA = schemas.load("matrix-row")
 # Any keyword the quick check does not implement sends every row to jsonschema.
 THOROUGH = {**SCHEMA, "$comment": "checked by jsonschema only"}
 CELL = st.one_of(
-    st.sampled_from(["550", "535", "5.15.0-119-generic", "ubuntu22.04", "rhel9", "", " ", "5.15\n", "550\n"]),
+    st.sampled_from(
+        [
+            *("550", "535", "5.15.0-119-generic", "ubuntu22.04", "rhel9", "", " ", "5.15\n", "550\n", "5.15"),
+            *("5.15.0-" + "1" * 56, "5.15.0-" + "1" * 57, "ubuntu-22.04", "22.04"),  # 63 and 64 characters
+        ]
+    ),
     st.text(alphabet="0123456789abcXYZ._-+ \n\t\u00e9", max_size=12),
 )
 

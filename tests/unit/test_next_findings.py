@@ -64,7 +64,7 @@ def test_next_equal_to_running_or_absent_is_no_finding() -> None:
 def test_an_invalid_next_kernel_label_is_one_invalid_finding() -> None:
     result = audit([lab_node("a", **upcoming("5.15 x"))], frozenset({NOW_TAG}))
     assert [(f.status, f.detail) for f in result.findings] == [
-        (Status.INVALID, f"next kernel: label {tags.NEXT_KERNEL}='5.15 x' cannot be part of an image tag")
+        (Status.INVALID, f"next kernel: label {tags.NEXT_KERNEL}='5.15 x' is not {tags.KERNEL_SHAPE}")
     ]
 
 
@@ -250,7 +250,7 @@ def test_a_hostile_next_kernel_label_stays_one_line_and_escaped(value: str) -> N
     assert finding.status is Status.INVALID
     assert (
         finding.line()
-        == f"a INVALID next kernel: label {tags.NEXT_KERNEL}={value!r} cannot be part of an image tag"
+        == f"a INVALID next kernel: label {tags.NEXT_KERNEL}={value!r} is not {tags.KERNEL_SHAPE}"
     )
     assert finding.line().isprintable()
     data = audit_view.as_json(result, matrix="m.csv")

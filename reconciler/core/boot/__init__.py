@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from reconciler.core.boot import bls, debian, nfd
 from reconciler.core.boot.port import Memory, Root, Undecided
+from reconciler.core.images import tags
 
 __all__ = ["Decision", "Memory", "Root", "Undecided", "decide", "next_kernel"]
 
@@ -33,7 +34,7 @@ def decide(root: Root, running: str) -> Decision:
     release, source = next_kernel(root)
     value = nfd.label_value(release)
     if value is None:
-        raise Undecided(f"the next kernel {release!r} spells no valid label value (63 characters at most)")
+        raise Undecided(f"the next kernel {release!r} spells no kernel label: it must be {tags.KERNEL_SHAPE}")
     return Decision(release, None if value == nfd.spell(running) else value, source)
 
 

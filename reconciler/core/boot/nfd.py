@@ -24,9 +24,11 @@ def spell(release: str) -> str:
 
 
 def label_value(release: str) -> str | None:
-    """The label's value, or None when no valid label value spells it (NFD would drop the label)."""
+    """The label's value, or None when no valid label value spells it (NFD would drop the label) or it
+    is no kernel by gpudrv's one rule (tags.KERNEL_PATTERN: what audit would call INVALID)."""
     value = spell(release)
-    return value if value and len(value) <= 63 and _VALUE.fullmatch(value) else None
+    valid = value and len(value) <= 63 and _VALUE.fullmatch(value) and tags.valid_kernel(value)
+    return value if valid else None
 
 
 def feature_file(value: str | None) -> str:

@@ -107,7 +107,7 @@ def lab_key(node: Node, rule: Rule) -> tags.ImageKey:
 
 
 def kernel_of(node: Node) -> str:
-    return tags.label(node, tags.KERNEL, tags.KERNEL_PATTERN, "cannot be part of an image tag")
+    return tags.kernel_label(node, tags.KERNEL)
 
 
 def own_os_tag(node: Node, rule: Rule) -> str:

@@ -101,7 +101,7 @@ _PLAIN_ROW = {
     "required",
     "properties",
 }
-_PLAIN_FIELD = {"type", "pattern", "description"}
+_PLAIN_FIELD = {"type", "pattern", "maxLength", "description"}
 
 
 def _checker(row_schema: Mapping[str, Any]) -> Callable[[ImageKey], list[str]]:
@@ -132,14 +132,16 @@ def _checker(row_schema: Mapping[str, Any]) -> Callable[[ImageKey], list[str]]:
     patterns = [
         re.compile(properties[name]["pattern"]) if "pattern" in properties[name] else None for name in FIELDS
     ]
+    # jsonschema's maxLength counts code points, as len() does.
+    lengths = [properties[name].get("maxLength") for name in FIELDS]
 
     def quick(key: ImageKey) -> list[str]:
         values = (key.driver_branch, key.kernel, key.os_tag)
-        if all(p is None or p.search(v) for p, v in zip(patterns, values, strict=True)) and valid_tag(
-            key.tag
-        ):
-            return []
-        return thorough(key)
+        fits = all(
+            (p is None or p.search(v)) and (n is None or len(v) <= n)
+            for p, n, v in zip(patterns, lengths, values, strict=True)
+        )
+        return [] if fits and valid_tag(key.tag) else thorough(key)
 
     return quick
 
