@@ -28,6 +28,10 @@ from reconciler.render.upgrades import plan_text
 
 RECONNECT_SECONDS = 180.0  # how long an upgrade waits out an API server that stopped answering
 BUDGET_SETTLE_SECONDS = 30.0
+BUDGET_ADVICE = (
+    "Let that manager change the budget, or take the budget out of its hands first (docs/lab-mode.md, "
+    "budgets another manager owns); the budget and the nodes are left as they were"
+)
 
 
 def run(
@@ -68,6 +72,7 @@ def _refuse_beside_operator(fleet: Fleet) -> None:
 def _dry_run(
     fleet: Fleet, desired: upgrades.Declared, images: Images, settings: ApplySettings, record: upgrades.Record
 ) -> int:
+    changing = _budgets_to_apply(fleet, desired)  # a budget apply would be refused: refused here too
     live = upgrades.read_live(fleet, desired)
     force = settings.upgrade.force
     plans, images = upgrades.plans_with_history(
@@ -78,8 +83,8 @@ def _dry_run(
         outcome = "skipped" if plan.skipped else "blocked" if plan.blocked else "planned"
         record.note(plan.node, outcome, refused or (plan.target_tag if outcome == "planned" else None))
     print(plan_text(plans, images))
-    for (namespace, name), change in sorted(_budget_drift(fleet, desired).items()):
-        print(f"would apply PDB {namespace}/{name}: {change}; budgets above are as they are live now")
+    for budget, change in sorted(changing, key=lambda pair: (pair[0].namespace, pair[0].name)):
+        print(f"would apply PDB {budget.ref}: {change}; budgets above are as they are live now")
     print("dry run: nothing was changed")
     return FINDINGS if any(plan.blocked and not plan.skipped for plan in plans) else OK
 
@@ -98,12 +103,32 @@ def _budget_drift(fleet: Fleet, desired: upgrades.Declared) -> dict[tuple[str, s
     }
 
 
-def _sync_budgets(fleet: Fleet, desired: upgrades.Declared) -> None:
+def _budgets_to_apply(fleet: Fleet, desired: upgrades.Declared) -> list[tuple[diff.Budget, str]]:
+    """The declared budgets that differ live, each with what changes, checked by the API server first
+    (a dry run of each unforced apply): a field another field manager owns (Helm, Argo CD, a person's
+    kubectl) is one line naming it, exit 2, and no budget and no node is changed."""
     drifted = _budget_drift(fleet, desired)
-    for declared in desired.budgets:
-        if (change := drifted.get((declared.namespace, declared.name))) is not None:
-            fleet.apply_budget(declared.namespace, declared.name, declared.spec)
-            print(f"applied PDB {declared.ref}: {change} (server-side, field manager gpudrv)")
+    changing = [
+        (declared, change)
+        for declared in desired.budgets
+        if (change := drifted.get((declared.namespace, declared.name))) is not None
+    ]
+    for declared, change in changing:
+        _apply_budget(fleet, declared, change, dry_run=True)
+    return changing
+
+
+def _apply_budget(fleet: Fleet, declared: diff.Budget, change: str, *, dry_run: bool = False) -> None:
+    ref = f"PDB {declared.ref} ({change}; {declared.origin or 'DIR'})"
+    fleet.apply_budget(
+        declared.namespace, declared.name, declared.spec, ref=ref, advice=BUDGET_ADVICE, dry_run=dry_run
+    )
+
+
+def _sync_budgets(fleet: Fleet, desired: upgrades.Declared) -> None:
+    for declared, change in _budgets_to_apply(fleet, desired):
+        _apply_budget(fleet, declared, change)
+        print(f"applied PDB {declared.ref}: {change} (server-side, field manager gpudrv)")
     deadline = time.monotonic() + BUDGET_SETTLE_SECONDS
     while not all(b.fresh for b in fleet.budgets()) and time.monotonic() < deadline:
         time.sleep(0.5)  # the disruption controller recomputes status after a spec change

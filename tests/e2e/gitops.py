@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -130,13 +131,28 @@ class GitLab:
         )
         for name in LAB_NODES:
             self.kube.run("wait", "--for=condition=Ready", f"node/{name}", "--timeout=60s")
-        self.kube.run("apply", "-f", str(workloads / "trainer.yaml"))
+        self.apply_workloads(workloads / "trainer.yaml")
         self.kube.wait_for("4 trainers Running", lambda: len(self.running("app=trainer")) == 4)
         # confine() keeps the trainers on the lab's nodes: the upgrade scenario needs one per lab node.
         assert sorted(self.running("app=trainer").values()) == LAB_NODES
         self.kube.wait_for(
             "trainer-pdb status", lambda: self.pdb_status("trainer-pdb").get("currentHealthy") == 4
         )
+
+    def apply_workloads(self, path: Path) -> None:
+        """`kubectl apply` of a workloads file, but its PodDisruptionBudgets server-side as field manager
+        gpudrv: gpudrv changes a budget git declares only where no other manager owns the field (a
+        budget kubectl's client-side apply wrote is kubectl-client-side-apply's), docs/lab-mode.md."""
+        from ruamel.yaml import YAML
+
+        documents = [doc for doc in YAML(typ="safe").load_all(path.read_text()) if isinstance(doc, dict)]
+        budgets = [doc for doc in documents if doc.get("kind") == "PodDisruptionBudget"]
+        others = [doc for doc in documents if doc.get("kind") != "PodDisruptionBudget"]
+        if others:
+            self.kube.apply(json.dumps({"apiVersion": "v1", "kind": "List", "items": others}))
+        if budgets:
+            listed = json.dumps({"apiVersion": "v1", "kind": "List", "items": budgets})
+            self.kube.apply(listed, "--server-side", "--field-manager=gpudrv")
 
     def _namespace_exists(self) -> bool:
         return self.kube.run("get", "namespace", NS, "--ignore-not-found", "-o", "name").stdout.strip() != ""

@@ -71,14 +71,12 @@ def refuse_owned(found: Sequence[Change]) -> None:
         if not change.owned:
             continue
         first = change.owned[0]
-        names = field_owners.manager_list(change.owned)
-        managers = ("field manager " if len(names) == 1 else "field managers ") + ", ".join(map(repr, names))
-        own = "owns" if len(names) == 1 else "own"
+        owned_by = field_owners.owned_by(field_owners.manager_list(change.owned))
         where = change.item.origin or "DIR"
         raise GpudrvError(
             f"{change.item.ref}: {first.difference.dotted} is {_value(first.difference.live)} in the cluster "
-            f"and {_value(first.difference.desired)} in {where}, and {managers} {own} it: "
-            "gpudrv does not take fields from another manager (no forced apply). Let that manager apply "
+            f"and {_value(first.difference.desired)} in {where}, and {owned_by} it: "
+            f"{field_owners.NO_FORCE}. Let that manager apply "
             "the change and stage the rollout around its sync: gpudrv apply --hold before it, gpudrv "
             "apply --await-sync after it (docs/gitops.md); or remove the resource from that manager first"
         )

@@ -1,4 +1,6 @@
-"""Reads and writes an upgrade needs: GPU nodes, pods on nodes, PDBs, evictions, patches, events.
+"""Reads and writes an upgrade needs: GPU nodes, pods on nodes, PDBs, evictions, patches, events; and
+gpudrv's server-side apply, never forced (apply_without_force: lab mode's PDBs here, operator mode's
+driver resources in operator_fleet).
 
 Everything goes through the gateway (adapters.kube): it sends the requests, parses the JSON and maps
 HTTP errors; request bodies are plain dicts. Reads of the whole fleet are a constant number of
@@ -21,11 +23,13 @@ from typing import Any
 from reconciler.adapters import kube
 from reconciler.adapters.cluster import GPU_SELECTOR, Cluster, events, label_selector
 from reconciler.core.base.label_selector import LabelSelector
+from reconciler.core.contract import field_owners
 from reconciler.core.lab.executor import DRIVER_APP, StepFailed
 from reconciler.core.upgrades import budget
 from reconciler.core.upgrades.budget import Role
 from reconciler.core.upgrades.upgrade import LiveNode
 from reconciler.core.views import reads
+from reconciler.errors import GpudrvError
 
 MERGE_PATCH = "application/merge-patch+json"
 APPLY_PATCH = "application/apply-patch+yaml"
@@ -250,23 +254,26 @@ class Fleet:
         with contextlib.suppress(kube.NotFound):  # already gone: what we wanted
             self.gateway.write("DELETE", kube.PODS, namespace=target.namespace, name=target.name)
 
-    def apply_budget(self, namespace: str, name: str, spec: Mapping[str, Any]) -> None:
-        """Server-side apply as field manager gpudrv, forcing conflicts: git is the source of truth."""
+    def apply_budget(
+        self,
+        namespace: str,
+        name: str,
+        spec: Mapping[str, Any],
+        *,
+        ref: str,
+        advice: str,
+        dry_run: bool = False,
+    ) -> None:
+        """The budget as git declares it, by apply_without_force: a field another manager owns is
+        refused in one line (`ref`, the manager, `advice`), the budget left as it is."""
         manifest = {
             "apiVersion": "policy/v1",
             "kind": "PodDisruptionBudget",
             "metadata": {"name": name, "namespace": namespace},
             "spec": dict(spec),
         }
-        query: dict[str, str | bool | None] = {"fieldManager": FIELD_MANAGER, "force": True}
-        self.gateway.write(
-            "PATCH",
-            kube.BUDGETS,
-            namespace=namespace,
-            name=name,
-            query=query,
-            body=manifest,
-            content_type=APPLY_PATCH,
+        apply_without_force(
+            self.gateway, kube.BUDGETS, manifest, ref=ref, advice=advice, namespace=namespace, dry_run=dry_run
         )
 
     def event(
@@ -278,6 +285,41 @@ class Fleet:
         document = events.node_event(event, FIELD_MANAGER, socket.gethostname(), events.now(), name)
         with contextlib.suppress(kube.Conflict):  # already there: this very event, sent before
             events.create(self.gateway, document)
+
+
+def apply_without_force(
+    gateway: kube.Gateway,
+    resource: kube.Resource,
+    manifest: Mapping[str, Any],
+    *,
+    ref: str,
+    advice: str,
+    namespace: str | None = None,
+    dry_run: bool = False,
+) -> None:
+    """Server-side apply of `manifest` as field manager gpudrv, never forced: where it would change a
+    field another manager owns (Helm, Argo CD, Flux, a person's kubectl), the API server refuses the
+    whole apply (409) and writes nothing; that refusal is a GpudrvError of one line naming the fields
+    and their managers (core/contract/field_owners.refusal), then `advice`. Fields gpudrv applied
+    before stay its own (a resource it created, fields it once took by a forced apply), so applying
+    them again is never a conflict. `dry_run`: the API server checks it all and writes nothing."""
+    query: dict[str, str | bool | None] = {"fieldManager": FIELD_MANAGER}
+    if dry_run:
+        query["dryRun"] = "All"
+    name = str(manifest["metadata"]["name"])
+    try:
+        gateway.write(
+            "PATCH",
+            resource,
+            namespace=namespace,
+            name=name,
+            query=query,
+            body=manifest,
+            content_type=APPLY_PATCH,
+        )
+    except kube.Conflict as exc:
+        conflicts = field_owners.apply_conflicts(exc.cause_details, exc.detail)
+        raise GpudrvError(field_owners.refusal(ref, conflicts, exc.explanation(), advice)) from None
 
 
 def _patch_body(

@@ -7,12 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from reconciler.adapters import kube
-from reconciler.adapters.cluster.fleet import APPLY_PATCH, FIELD_MANAGER
+from reconciler.adapters.cluster.fleet import apply_without_force
 from reconciler.core.contract import operator
 from reconciler.core.contract.operator import DriverResource, Kind, Mode
 from reconciler.core.rollout.supervise import EVENT_REASON, VALIDATOR_APP, DriverPod
 from reconciler.core.upgrades.budget import Pod
-from reconciler.errors import GpudrvError
 
 # The driver pods the operator's upgrade controller manages (controllers/upgrade_controller.go:58-70,127-145):
 # app=nvidia-driver-daemonset for a ClusterPolicy's DaemonSet, app.kubernetes.io/component=nvidia-driver
@@ -133,22 +132,21 @@ def live_document(gateway: kube.Gateway, kind: Kind, name: str) -> dict[str, Any
     return gateway.get(kube.DRIVER_RESOURCES[kind], name, missing_ok=True)
 
 
+# What to do when a field of a driver resource is another manager's (docs/gitops.md).
+ADVICE = (
+    "Change it there, or stage the rollout around that manager's sync (gpudrv apply --hold before it, "
+    "--await-sync after it)"
+)
+
+
 def apply_resource(gateway: kube.Gateway, item: DriverResource) -> None:
     """Server-side apply of the driver resource as declared in git, field manager gpudrv, never
-    forced: a field another manager owns is refused by the API server (409), not taken."""
+    forced (fleet.apply_without_force): a field another manager owns is refused by the API server
+    (409), named in one line, not taken."""
     body = {
         "apiVersion": operator.API_VERSIONS[item.kind],
         "kind": str(item.kind),
         "metadata": {"name": item.name},
         "spec": dict(item.spec),
     }
-    query = {"fieldManager": FIELD_MANAGER}
-    resource = kube.DRIVER_RESOURCES[item.kind]
-    try:
-        gateway.write("PATCH", resource, name=item.name, query=query, body=body, content_type=APPLY_PATCH)
-    except kube.Conflict as exc:
-        raise GpudrvError(
-            f"{item.ref}: the API server refused gpudrv's server-side apply ({exc.explanation()}); another "
-            "field manager owns what gpudrv would change: change it there, or stage the rollout around "
-            "that manager's sync (gpudrv apply --hold before it, --await-sync after it)"
-        ) from None
+    apply_without_force(gateway, kube.DRIVER_RESOURCES[item.kind], body, ref=item.ref, advice=ADVICE)

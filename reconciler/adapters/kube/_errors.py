@@ -23,6 +23,8 @@ class ApiError(GpudrvError):
         self.method = "GET"  # the request's verb, and what the answer said of a retry (core/base/throttle.py)
         self.retry_after: str | None = None
         self.cause_reasons: tuple[str, ...] = ()  # the causes' `reason` fields: DisruptionBudget, ...
+        # Each cause whole, (reason, message, field): an apply conflict's causes name a field and its owner.
+        self.cause_details: tuple[tuple[str, str, str], ...] = ()
 
     def refusal(self) -> Refusal:
         return Refusal(self.method, self.status, self.retry_after, self.cause_reasons)
@@ -99,6 +101,9 @@ def refusal(
     error.method = method
     error.retry_after = _header(headers, "Retry-After")
     error.cause_reasons = tuple(str(c["reason"]) for c in causes if c.get("reason"))
+    error.cause_details = tuple(
+        (str(c.get("reason") or ""), str(c.get("message") or ""), str(c.get("field") or "")) for c in causes
+    )
     return error
 
 

@@ -1,16 +1,19 @@
 """What applying a declared resource would change in the live one, and who owns those fields.
 
-gpudrv applies a driver resource (server-side apply, field manager gpudrv) only where git and the
-cluster differ, and never with `force`: a field that another field manager owns (Helm, Argo CD,
-Flux, a person's kubectl) is that manager's to change. The API server records ownership in
-`metadata.managedFields[].fieldsV1`, a tree of `f:<field>` keys (`k:`/`v:`/`i:` for list items) in
-which an empty object marks an owned leaf; a manager owns a path when the tree has it.
+gpudrv applies a driver resource or a PodDisruptionBudget (server-side apply, field manager gpudrv)
+only where git and the cluster differ, and never with `force`: a field that another field manager
+owns (Helm, Argo CD, Flux, a person's kubectl) is that manager's to change. The API server records
+ownership in `metadata.managedFields[].fieldsV1`, a tree of `f:<field>` keys (`k:`/`v:`/`i:` for list
+items) in which an empty object marks an owned leaf; a manager owns a path when the tree has it. An
+unforced apply that would change such a field is refused by the API server (409) with the fields
+and their managers; `apply_conflicts` reads them and `refusal` words the one line gpudrv prints.
 Everything here is pure: plain JSON data in, data out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -110,3 +113,74 @@ def manager_list(owned: Sequence[Owned]) -> tuple[str, ...]:
     for item in owned:
         names.extend(name for name in item.managers if name not in names)
     return tuple(names)
+
+
+# --- an unforced server-side apply the API server refused (409) ---------------------------------------
+
+FIELD_MANAGER_CONFLICT = "FieldManagerConflict"  # metav1.CauseTypeFieldManagerConflict: a 409's causes
+NO_FORCE = "gpudrv does not take fields from another manager (no forced apply)"
+_QUOTED = r'"((?:[^"\\]|\\.)*)"'  # a manager's name as Go's %q writes it
+_MANAGER = re.compile(_QUOTED)
+_WITH = re.compile(rf"conflicts? with {_QUOTED}")
+
+
+@dataclass(frozen=True)
+class Conflict:
+    """A field an unforced apply would have changed, and the field manager that owns it."""
+
+    field: str  # dotted as Difference.dotted: spec.minAvailable
+    manager: str
+
+
+def apply_conflicts(causes: Iterable[tuple[str, str, str]], message: str = "") -> tuple[Conflict, ...]:
+    """The fields and their managers in the API server's refusal of an unforced server-side apply
+    (apimachinery pkg/util/managedfields/internal/conflict.go): each cause (reason, message, field) of
+    reason FieldManagerConflict names the field (`.spec.minAvailable`) and the manager (`conflict with
+    "helm"`; `"helm" using policy/v1` when it wrote with an update). Without such causes, the message:
+    `Apply failed with 1 conflict: conflict with "helm": .spec.minAvailable`, or, for several,
+    `conflicts with "helm":` followed by a `- .spec.x` line per field. In the server's order, each once."""
+    found = [
+        Conflict(_dotted(field), _unquote(named.group(1)))
+        for reason, text, field in causes
+        if reason == FIELD_MANAGER_CONFLICT and field.strip() and (named := _MANAGER.search(text))
+    ]
+    return tuple(dict.fromkeys(found or _from_message(message)))
+
+
+def _from_message(message: str) -> list[Conflict]:
+    found: list[Conflict] = []
+    manager: str | None = None
+    for line in (line.strip() for line in message.splitlines()):
+        if line.startswith("- ") and manager is not None:
+            found.append(Conflict(_dotted(line[2:]), manager))
+        elif named := _WITH.search(line):
+            manager = _unquote(named.group(1))
+            _, colon, field = line[named.end() :].partition(": .")
+            if colon and field.strip():
+                found.append(Conflict(_dotted(field), manager))
+    return found
+
+
+def _dotted(field: str) -> str:
+    return field.strip().removeprefix(".")
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def owned_by(names: Sequence[str]) -> str:
+    """`field manager 'helm' owns`, `field managers 'helm', 'argocd-controller' own`."""
+    listed = ", ".join(map(repr, names))
+    return f"field manager {listed} owns" if len(names) == 1 else f"field managers {listed} own"
+
+
+def refusal(ref: str, conflicts: Sequence[Conflict], said: str, advice: str) -> str:
+    """The one line for an unforced apply the API server refused: each manager with the fields it owns
+    (the server's own words, `said`, where it named none), that gpudrv never forces, and `advice`."""
+    fields: dict[str, list[str]] = {}
+    for conflict in conflicts:
+        fields.setdefault(conflict.manager, []).append(conflict.field)
+    owners = "; ".join(f"{owned_by([name])} {', '.join(owned)}" for name, owned in fields.items())
+    why = owners or f"the API server refused gpudrv's server-side apply ({said or 'no message'})"
+    return f"{ref}: {why}: {NO_FORCE}. {advice}"
