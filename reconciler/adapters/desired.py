@@ -71,17 +71,18 @@ def from_git(
     top = root or values_files.repository_root(folder)
     urls = remote_urls or (cache(lambda: values_files.remotes(top)) if top else tuple)
     found = installs.read(folder, pins.helm, top, urls)
-    for note in () if quiet else found.notes:
-        say(f"note: {note}")
-    declared, rendered = tuple(load_resources(folder)), tuple(found.resources)
     pinned = found.pinned
     chart = (
         Candidate(pinned.chart_version, pinned.version_origin) if pinned and pinned.chart_version else None
     )
     version = decide(_flag(pins), _config(pins), chart)
+    rule = _rule(version, None)  # a release gpudrv does not know: its one line, before any note
+    for note in () if quiet else found.notes:
+        say(f"note: {note}")
+    declared, rendered = tuple(load_resources(folder)), tuple(found.resources)
     if not quiet:
         _warn_config_over_chart(version, pinned)
-    contract = checked([*declared, *rendered], *_rule(version, None))
+    contract = checked([*declared, *rendered], *rule)
     return Desired(
         sources=(*_git_sources(folder, declared), *_helm_sources(found)),
         version=version,

@@ -110,6 +110,47 @@ def test_a_chart_range_is_a_note_and_the_newest_rule(lab: Path) -> None:
     )
 
 
+@pytest.mark.parametrize("version", ["latest", "banana"])
+def test_a_chart_version_that_is_no_version_is_one_line_at_its_line(lab: Path, version: str) -> None:
+    # Flux cannot resolve it either (semver.NewConstraint fails): no rule is read from it (issue 38).
+    edit(lab / RELEASE, "version: v25.3.4", f"version: {version}")
+    for result in (audit(lab), run_main("tag", "helm-rhel-0", "--from", FLEET, cwd=lab)):
+        one_line_error(
+            result,
+            f"gpudrv: {RELEASE}:14: HelmRelease gpu-operator: chart version {version!r} is neither a version "
+            "nor a version range",
+        )
+
+
+@pytest.mark.parametrize("version", ["v99", "99.0.0", "v26.9"])
+def test_a_chart_version_of_a_release_gpudrv_does_not_know_is_one_line(lab: Path, version: str) -> None:
+    edit(lab / RELEASE, "version: v25.3.4", f"version: {version}")
+    what = "release line" if version.count(".") < 2 else "release"
+    one_line_error(
+        audit(lab),
+        f"gpudrv: {RELEASE}:14: the chart version {version}: unknown GPU Operator {what} '{version}'",
+    )
+    # A stronger pin decides the rule: the chart is rendered with the newest chart gpudrv models, noted.
+    result = audit(lab, "--operator-version", "v25.3.4")
+    assert result.returncode == 0, result.stderr
+    assert "read as v26.7.0" in result.stderr or "is not modelled" in result.stderr
+
+
+def test_an_oci_tag_latest_is_a_moving_tag_noted_not_refused(lab: Path) -> None:
+    release = (lab / RELEASE).read_text()
+    chart = release[release.index("  chart:\n") : release.index("  valuesFrom:")]
+    (lab / RELEASE).write_text(
+        release.replace(chart, "  chartRef: {kind: OCIRepository, name: gpu-operator}\n")
+    )
+    (lab / FLEET / "oci.yaml").write_text(
+        "apiVersion: source.toolkit.fluxcd.io/v1beta2\nkind: OCIRepository\nmetadata: {name: gpu-operator}\n"
+        "spec:\n  url: oci://registry.example.com/charts/gpu-operator\n  ref: {tag: latest}\n"
+    )
+    result = run_main("tag", "helm-rhel-0", "--from", FLEET, cwd=lab)
+    assert result.stdout == TAG_0.replace("rhel9.4", "rhel9") + "\n"  # the newest rule, as for a range
+    assert "the gpu-operator chart version is not pinned here ('latest' is not one release)" in result.stderr
+
+
 def test_a_rendered_and_a_declared_cluster_policy_are_two(lab: Path) -> None:
     (lab / FLEET / "cluster-policy.yaml").write_text(
         (lab / "clusters/gpu-operator/cluster-policy.yaml").read_text()
@@ -226,6 +267,28 @@ def test_argo_parameters_win_over_everything(argo: Path) -> None:
 def test_argo_target_revision_is_the_operator_version(argo: Path) -> None:
     edit(argo / "clusters/argo/app.yaml", "targetRevision: v25.3.4", "targetRevision: v26.7.0")
     assert argo_tag(argo).stdout == TAG_0.replace("550", "560").replace("rhel9.4", "rhel9") + "\n"
+
+
+@pytest.mark.parametrize(
+    ("revision", "fragment"),
+    [
+        (
+            "latest",
+            "Application gpu-operator: chart version 'latest' is neither a version nor a version range",
+        ),
+        (
+            "banana",
+            "Application gpu-operator: chart version 'banana' is neither a version nor a version range",
+        ),
+        ("v99", "the chart version v99: unknown GPU Operator release line 'v99'"),
+    ],
+)
+def test_argo_a_target_revision_that_names_no_release_is_one_line(
+    argo: Path, revision: str, fragment: str
+) -> None:
+    # Argo CD refuses the first two itself ("invalid revision"); v99 names releases gpudrv does not know.
+    edit(argo / "clusters/argo/app.yaml", "targetRevision: v25.3.4", f"targetRevision: {revision}")
+    one_line_error(argo_tag(argo), f"gpudrv: clusters/argo/app.yaml:10: {fragment}")
 
 
 @pytest.mark.parametrize(

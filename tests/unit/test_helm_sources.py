@@ -225,3 +225,46 @@ def test_the_operator_chart_by_name(name: str, ours: bool) -> None:
 )
 def test_only_one_release_is_a_pinned_version(written: str | None, exact: str | None) -> None:
     assert hs.exact_release(written) == exact
+
+
+# --- the chart version a HelmRelease or an Application pins (issue 38) ----------------------------------
+
+LINES = ((24, 9), (25, 3), (25, 10), (26, 3), (26, 7))
+
+
+@pytest.mark.parametrize(
+    ("written", "pinned"),
+    [
+        ("v25.3.4", "v25.3.4"),
+        ("25.10.1", "25.10.1"),
+        (" v26.7.0 ", "v26.7.0"),
+        ("v99", "v99"),  # a release line gpudrv does not know: pinned, so the rule refuses it
+        ("v26.9", "v26.9"),
+        ("99.0.0", "99.0.0"),  # one release gpudrv does not know: the same
+        ("v25.3", None),  # lines it knows: a range, as before
+        ("v26", None),
+        (">=25.3.0 <26", None),
+        (">=v25.3.0", None),
+        ("25.x", None),
+        ("*", None),
+        ("~25.3", None),
+        ("^25", None),
+        ("1.2 - 1.4.5", None),
+        ("25.3.x || 25.10.x", None),
+        ("v25.3.4-rc.1", None),
+        (None, None),
+        ("", None),
+    ],
+)
+def test_what_a_chart_version_pins(written: str | None, pinned: str | None) -> None:
+    assert hs.chart_pin(written, LINES) == (pinned, None)
+
+
+@pytest.mark.parametrize("written", ["latest", "banana", "stable", "v1.2.3.4", "25.3 ||", ">=", "1.2.3 -"])
+def test_what_is_no_chart_version_at_all(written: str) -> None:
+    pinned, problem = hs.chart_pin(written, LINES)
+    assert (
+        pinned is None
+        and problem == "is neither a version nor a version range (as Flux and Argo CD read one)"
+    )
+    assert not hs.is_version_or_range(written)

@@ -71,6 +71,15 @@ def test_unknown_release_lines(version: str) -> None:
         RULES.for_version(version)
 
 
+@pytest.mark.parametrize("version", ["v99", "99", "v26.9", "v27"])
+def test_unknown_release_lines_as_a_chart_writes_them(version: str) -> None:
+    # A chart's partial version (Masterminds: v99 is 99.x): the line is named, not "not a release".
+    with pytest.raises(
+        RuleError, match=f"unknown GPU Operator release line '{version}': gpudrv knows the lines"
+    ):
+        RULES.for_version(version)
+
+
 @pytest.mark.parametrize("version", ["main-latest", "", "26", "v26.x", "0.0.0-git-abc"])
 def test_not_a_release(version: str) -> None:
     with pytest.raises(RuleError):

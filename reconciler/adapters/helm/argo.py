@@ -9,6 +9,7 @@ from typing import Any
 
 from reconciler.adapters import files
 from reconciler.adapters.files import manifests
+from reconciler.adapters.files.operator_contract import rules
 from reconciler.adapters.helm.installs import Doc, Folder, Install, fail, render
 from reconciler.adapters.helm.values_files import Layer, inside, normal_url, values_file, values_text
 from reconciler.core.contract import helm_sources
@@ -28,18 +29,23 @@ def installs(here: Folder, doc: Doc) -> list[Install]:
         if not source.chart and not source.source_path:
             continue  # a `ref:` source: values files for another source, no chart of its own
         at = doc.at(source.path)
-        ours, version = _chart_version(here, source, at, doc.what)
+        version_at = doc.at((*source.path, "targetRevision"))
+        ours, version = _chart_version(here, source, (at, version_at), doc.what)
         if not ours:
             continue
         layers = _layers(here, doc, source, sources)
         values = _values(here, doc, source, layers)
-        version_at = doc.at((*source.path, "targetRevision"))
         found.append(render(here, doc.what, at, layers, version, version_at, values=values))
     return found
 
 
-def _chart_version(here: Folder, source: ArgoSource, at: str, what: str) -> tuple[bool, str | None]:
-    """Is it the operator's chart, and the version it pins (None: not pinned, with a note)?"""
+def _chart_version(
+    here: Folder, source: ArgoSource, where: tuple[str, str], what: str
+) -> tuple[bool, str | None]:
+    """Is it the operator's chart, and the version it pins (None: not pinned, with a note; no version at
+    all, like `latest`: one error at targetRevision's line, as Argo CD fails on it)? `where`: the source's
+    file:line and its targetRevision's."""
+    at, version_at = where
     if source.chart:
         if not is_operator_chart(source.chart):
             here.notes.append(f"{at}: {what} installs chart {source.chart!r}, not gpu-operator: ignored")
@@ -50,7 +56,12 @@ def _chart_version(here: Folder, source: ArgoSource, at: str, what: str) -> tupl
         if written is None:
             here.notes.append(f"{at}: {what}: {source.source_path} is not the gpu-operator chart: ignored")
             return False, None
-    version = helm_sources.exact_release(written)
+    version, problem = helm_sources.chart_pin(written, rules().lines)
+    if problem is not None:
+        shown = version_at if source.chart else at
+        raise fail(
+            shown, f"{what}: chart version {written!r} {problem}; pin the release you run, like v25.3.4"
+        )
     if version is None:
         here.notes.append(
             f"{at}: {what}: the gpu-operator chart version is not pinned here ({written!r} is not one "

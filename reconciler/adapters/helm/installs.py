@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from reconciler.adapters.files import config, manifests, positions
+from reconciler.adapters.files.operator_contract import rules
 from reconciler.adapters.helm import chart_data
 from reconciler.adapters.helm.values_files import Layer, last_origin, values_file, values_text
 from reconciler.core.contract import helm_chart, helm_sources, operator
@@ -189,19 +190,28 @@ def _chart_source(here: Folder, what: str, source: Doc) -> tuple[str | None, str
         _ignored(here, source.at(), what, chart)
         return None
     at = source.at(keys)
-    return _pinned(here, at, what, None if version is None else str(version)), at
+    tag = source.document["kind"] == "OCIRepository"
+    return _pinned(here, at, what, None if version is None else str(version), tag=tag), at
 
 
 def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _pinned(here: Folder, at: str, what: str, version: str | None) -> str | None:
-    exact = helm_sources.exact_release(version)
-    if exact is None:
+def _pinned(here: Folder, at: str, what: str, version: str | None, *, tag: bool = False) -> str | None:
+    """The release the chart version at `at` pins (core/contract/helm_sources.py chart_pin), a note when
+    it pins none; one error at `at` when it is no version at all (`latest`, `banana`: Flux fails on it).
+    An OCIRepository's tag is an OCI tag, not a version expression: `latest` is one (a moving one)."""
+    if tag:
+        pinned, problem = helm_sources.exact_release(version), None
+    else:
+        pinned, problem = helm_sources.chart_pin(version, rules().lines)
+    if problem is not None:
+        raise fail(at, f"{what}: chart version {version!r} {problem}; pin the release you run, like v25.3.4")
+    if pinned is None:
         detail = "no version is set" if version is None else f"{version!r} is not one release"
         _unknown(here, at, what, detail)
-    return exact
+    return pinned
 
 
 def _unknown(here: Folder, at: str, what: str, detail: str) -> None:

@@ -53,6 +53,50 @@ def exact_release(version: str | None) -> str | None:
     return text if _RELEASE.fullmatch(text) else None
 
 
+# What Flux's source-controller (internal/helm/repository/chart_repository.go GetChartVersion: an exact
+# match, else semver.NewConstraint) and Argo CD (reposerver/repository/repository.go
+# newHelmClientResolveRevision: helm.IsVersion, else semver.NewConstraint, else "invalid revision")
+# resolve a chart version with: Masterminds/semver v3 (v3.4.0 constraints.go:180-224). A version, or
+# comparisons joined by spaces or commas, `||` between alternatives, `A - B` ranges; x, X, * wildcards.
+_CV = (
+    r"v?[0-9xX*]+(?:\.[0-9xX*]+)?(?:\.[0-9xX*]+)?"
+    r"(?:-[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?"
+)
+_OP = r"(?:!=|>=|=>|<=|=<|~>|[=><~^])?"
+_AND = re.compile(rf"\s*{_OP}\s*{_CV}\s*(?:(?:\s+|,\s*){_OP}\s*{_CV}\s*)*")
+_HYPHEN_RANGE = re.compile(rf"\s*({_CV})\s+-\s+({_CV})\s*")
+_PARTIAL = re.compile(r"v?([0-9]+)(?:\.([0-9]+))?")  # v99, 26.9: a release line, or a major's lines
+
+
+def is_version_or_range(text: str) -> bool:
+    """Would Flux and Argo CD resolve `text` as a chart version (Masterminds/semver's NewConstraint)?"""
+    rewritten = _HYPHEN_RANGE.sub(r" >= \1, <= \2 ", text)  # rewriteRange (constraints.go:589-601)
+    return all(_AND.fullmatch(part) for part in rewritten.split("||"))
+
+
+def chart_pin(written: str | None, lines: Sequence[tuple[int, int]]) -> tuple[str | None, str | None]:
+    """What a chart version a HelmRelease or an Application writes pins: (the version whose os-tag rule
+    applies, None when it pins none: not set, or a range; why it is no chart version at all, or None).
+
+    One release (v25.3.4) pins it. `latest` or `banana` is no version and no range: Flux and Argo CD
+    refuse it, and so does gpudrv. A partial version names release lines (`v25.3` is 25.3.x): of lines
+    gpudrv knows (`lines`), it is a range like `>=25.3.0 <26`; of none (`v99`), it is pinned as written,
+    so the os-tag rule refuses it as any release gpudrv does not know (core/images/os_tags.py)."""
+    text = (written or "").strip()
+    if not text:
+        return None, None
+    if exact_release(text) is not None:
+        return text, None
+    if not is_version_or_range(text):
+        return None, "is neither a version nor a version range (as Flux and Argo CD read one)"
+    partial = _PARTIAL.fullmatch(text)
+    if partial is None:
+        return None, None
+    major, minor = int(partial[1]), None if partial[2] is None else int(partial[2])
+    known = any(line[0] == major and minor in (None, line[1]) for line in lines)
+    return (None if known else text), None
+
+
 # --- helm --set, the part of pkg/strvals gpudrv follows ----------------------------------------------
 
 

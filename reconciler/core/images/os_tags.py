@@ -18,6 +18,7 @@ _VERSION = re.compile(
     r"v?(?P<major>[0-9]+)\.(?P<minor>[0-9]+)(?:\.(?P<patch>[0-9]+))?(?:[-+][0-9A-Za-z.-]+)?"
 )
 
+_LINE = re.compile(r"v?([0-9]{1,9})(?:\.([0-9]{1,9}))?")  # v99, v26.9: a release line, not a release
 Release = tuple[int, int, int]
 
 
@@ -74,10 +75,17 @@ class Rules:
         return self.rules[-1]
 
     def for_version(self, version: str) -> Rule:
-        """The rule of an operator release like `v26.3.1`; RuleError for one gpudrv does not know."""
+        """The rule of an operator release like `v26.3.1`; RuleError for one gpudrv does not know, and
+        for a release line (`v99`, `v26.9`: a chart's partial version) none of whose lines it knows."""
+        known = ", ".join(f"v{major}.{minor}" for major, minor in self.lines)
+        line = _LINE.fullmatch(version.strip())
+        if line is not None and not any(
+            major == int(line[1]) and (line[2] is None or minor == int(line[2]))
+            for major, minor in self.lines
+        ):
+            raise RuleError(f"unknown GPU Operator release line {version!r}: gpudrv knows the lines {known}")
         release = parse_release(version)
         if release[:2] not in self.lines:
-            known = ", ".join(f"v{major}.{minor}" for major, minor in self.lines)
             raise RuleError(f"unknown GPU Operator release {version!r}: gpudrv knows the lines {known}")
         return next(rule for rule in self.rules if rule.covers(release))
 
