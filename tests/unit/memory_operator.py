@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 
 from reconciler.core.audit.audit import AuditResult, Finding, Status
 from reconciler.core.images.tags import UPGRADE_STATE, Node
-from reconciler.core.rollout.staging import Sighting, Staging
+from reconciler.core.rollout.staging import Staging
+from reconciler.core.rollout.staging_ports import Sighting
 from reconciler.core.rollout.supervise import HELD, DriverPod, NodeFacts, Policy, Stages
 from reconciler.core.upgrades.budget import Budget, Pod
 from reconciler.core.upgrades.upgrade import SKIP_LABEL, Images, State

@@ -1,4 +1,4 @@
-"""The operator rollout's ports (core/rollout/staging.py) on a cluster and stdout.
+"""The operator rollout's ports (core/rollout/staging_ports.py) on a cluster and stdout.
 
 ClusterStaging (StagingFleet) reads the nodes and writes the holds and the driver resources
 (server-side apply, field manager gpudrv: driver_resources.py), WatchInbox (Inbox) is the node
@@ -24,7 +24,7 @@ from reconciler.core.contract.desired import Desired
 from reconciler.core.contract.operator import Mode
 from reconciler.core.images.tags import GPU_PRESENT
 from reconciler.core.rollout import supervise
-from reconciler.core.rollout.staging import Sighting
+from reconciler.core.rollout.staging_ports import Sighting
 from reconciler.core.rollout.supervise import HELD, NodeFacts
 from reconciler.core.upgrades.budget import Budget, Pod
 from reconciler.core.upgrades.upgrade import SKIP_LABEL, State
@@ -84,7 +84,7 @@ class WatchInbox:
 
 
 class ClusterStaging:
-    """The rollout's reads and writes on a cluster (core/rollout/staging.py's StagingFleet)."""
+    """The rollout's reads and writes on a cluster (core/rollout/staging_ports.py's StagingFleet)."""
 
     def __init__(
         self, fleet: Fleet, state: Desired, selector: LabelSelector | None, working: frozenset[str]
