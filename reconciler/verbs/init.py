@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 USAGE = Usage(
     "start a fleet repository: gpudrv.yaml, the matrix, a cluster, workflows, pre-commit",
     "Writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources, Node manifests), "
-    ".github/workflows/{pr,audit,apply}.yml and .pre-commit-config.yaml (a local hook: the gpudrv on "
-    "PATH). The workflows are pinned to this gpudrv's commit, or --action. Never overwrites: a file "
-    "already there is exit 2, and nothing is written.",
+    "four workflows .github/workflows/{pr,audit,apply,build}.yml and .pre-commit-config.yaml (a local "
+    "hook: the gpudrv on PATH). The workflows are pinned to this gpudrv's commit, or --action. Never "
+    "overwrites: a file already there is exit 2, and nothing is written.",
     (
         ("gpudrv init fleet", "an example fleet in ./fleet"),
         ("gpudrv init --from-cluster --context prod", "the live cluster's GPU nodes and images"),
