@@ -9,7 +9,9 @@ changes only its copy.
 
 A block whose title starts with "live" (```` ```console title="live cluster" ````) needs a live
 cluster (or registry) and is not run here; the title shows on the docs site, and the page says what
-it needs.
+it needs. It is not skipped silently either: tests/docs/test_examples.py has a test per live block,
+which checks that every gpudrv command it shows is one gpudrv's own parser takes (gpudrv_calls,
+refused), and the e2e tier may run one in the folder its harness set up (run_in).
 
 Before comparing, both sides are normalised the same way: commit hashes and dates are masked, and
 trailing blanks dropped. `GPUDRV_UPDATE_EXAMPLES=1` rewrites each block's expected output from the
@@ -18,6 +20,8 @@ real run instead of failing.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import shlex
@@ -42,6 +46,11 @@ GPUDRV_VERBS = (
 GPUDRV_CALL = re.compile(
     rf"(?:^|[;&|]|\bdo|\bthen)\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\S*/)?gpudrv\s+(?:{GPUDRV_VERBS})\b"
 )
+# How a command line is split into gpudrv calls (gpudrv_calls).
+SEPARATORS = {";", "&&", "||", "|", "|&", "&", "(", ")", ";;"}
+ASSIGNMENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*=")
+PREFIXES = {"do", "then", "else", "time", "!"}
+REDIRECTION = re.compile(r"^(?:[<>]|>>|>&|<&|&>|&>>|<<|<<<|>\|)$")
 HASH = re.compile(r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
 DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?\b")
 # Fixed identities and dates: commits made by an example get the same hash on every run.
@@ -145,6 +154,70 @@ def shows_gpudrv_command(block: Block) -> bool:
     return any(GPUDRV_CALL.search(line) for line in (block.lines if shell else prompted))
 
 
+def gpudrv_calls(command: str) -> list[list[str]]:
+    """The arguments of each gpudrv a shell command line runs, as gpudrv's parser gets them: words split
+    as bash splits them (quotes, `#` comments), separated at `;`, `&&`, `||`, `|`, `&` and parentheses,
+    `VAR=value` before the command and redirections (`> file`, `2>&1`) dropped. `$VAR` stays as written."""
+    lexer = shlex.shlex(command.replace("\\\n", " "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    lexer.commenters = "#"
+    segments: list[list[str]] = [[]]
+    for word in lexer:
+        if word in SEPARATORS:
+            segments.append([])
+        else:
+            segments[-1].append(word)
+    calls = []
+    for segment in segments:
+        start = 0
+        while start < len(segment) and (ASSIGNMENT.match(segment[start]) or segment[start] in PREFIXES):
+            start += 1
+        words = segment[start:]
+        if words and (words[0] == "gpudrv" or words[0].endswith("/gpudrv")):
+            calls.append(_without_redirections(words[1:]))
+    return calls
+
+
+def _without_redirections(words: list[str]) -> list[str]:
+    kept: list[str] = []
+    index = 0
+    while index < len(words):
+        word = words[index]
+        if REDIRECTION.match(word):
+            index += 2  # the operator and its target
+            continue
+        if word.isdigit() and index + 1 < len(words) and REDIRECTION.match(words[index + 1]):
+            index += 1  # the descriptor of `2>&1`
+            continue
+        kept.append(word)
+        index += 1
+    return kept
+
+
+def refused(argv: list[str]) -> str | None:
+    """None when gpudrv's own parser takes these arguments (a verb, its flags), else its complaint;
+    nothing runs."""
+    from reconciler import cli
+
+    complaint = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(complaint), contextlib.redirect_stdout(io.StringIO()):
+            args, extras = cli.build_parser().parse_known_args(argv)
+    except SystemExit as exc:
+        lines = complaint.getvalue().strip().splitlines()
+        return None if exc.code == 0 else (lines[-1] if lines else f"exit {exc.code}")
+    if extras:
+        return f"unrecognized arguments: {' '.join(extras)}"
+    return None if "handler" in args else "no command"
+
+
+def shown_commands(block: Block) -> list[str]:
+    """The command lines a block shows: a console block's `$ ` steps, a shell block's lines."""
+    if block.language == "console":
+        return [step.command for step in block.steps()]
+    return "\n".join(block.lines).replace("\\\n", " ").split("\n")
+
+
 def normalise(lines: tuple[str, ...] | list[str]) -> list[str]:
     """What may differ between runs is masked; what is left must match exactly."""
     return [DATE.sub("<date>", HASH.sub("<hash>", line)).rstrip() for line in lines]
@@ -200,6 +273,13 @@ def run(block: Block, template: Path, scratch: Path) -> list[list[str]]:
     """Each step's output, from one bash in a fresh copy of the template."""
     work = scratch / template.name
     shutil.copytree(template, work, symlinks=True)
+    return run_in(block, work, scratch)
+
+
+def run_in(block: Block, work: Path, scratch: Path) -> list[list[str]]:
+    """Each step's output, from one bash in `work` as it is (its HOME and the outputs in `scratch`);
+    the e2e tier runs a live block this way in the folder its harness set up."""
+    scratch.mkdir(parents=True, exist_ok=True)
     outputs = scratch / ".outputs"
     outputs.mkdir()
     home = scratch / ".home"

@@ -135,3 +135,27 @@ def test_rewrite_refuses_a_block_that_changed_meanwhile(page: Path, template: Pa
     page.write_text(PAGE.replace("$ false", "$ true"))
     with pytest.raises(RuntimeError, match="changed while the examples ran"):
         examples.rewrite(block, actual)
+
+
+@pytest.mark.parametrize(
+    ("line", "calls"),
+    [
+        ("gpudrv audit --from clusters/lab", [["audit", "--from", "clusters/lab"]]),
+        ("cd fleet && gpudrv init --from-cluster   # a comment", [["init", "--from-cluster"]]),
+        ("GITHUB_ACTIONS=true .venv/bin/gpudrv audit 2>&1 | tee out", [["audit"]]),
+        ("gpudrv report -o html > fleet.html; echo $?", [["report", "-o", "html"]]),
+        ("for n in 0 1; do gpudrv tag lab-node-$n; done", [["tag", "lab-node-$n"]]),
+        ("gpudrv matrix add 'a b' && gpudrv audit", [["matrix", "add", "a b"], ["audit"]]),
+        ("kubectl get nodes", []),
+    ],
+)
+def test_the_gpudrv_calls_of_a_command_line(line: str, calls: list[list[str]]) -> None:
+    assert examples.gpudrv_calls(line) == calls
+
+
+def test_gpudrvs_parser_judges_a_call_without_running_it() -> None:
+    assert examples.refused(["audit", "--from", "clusters/lab"]) is None
+    assert examples.refused(["--help"]) is None
+    assert "unknown command 'audt'" in (examples.refused(["audt"]) or "")
+    assert "--frm" in (examples.refused(["audit", "--frm", "x"]) or "")
+    assert examples.refused(["matrix"]) == "no command"

@@ -25,6 +25,7 @@ def block_id(block: examples.Block) -> str:
 
 
 EXAMPLES = [block for block in all_blocks() if block.is_example]
+LIVE = [block for block in all_blocks() if block.live]
 
 
 @pytest.fixture(scope="module")
@@ -68,3 +69,27 @@ def test_every_live_block_shows_commands() -> None:
         if b.live and not ((b.language == "console" and b.steps()) or b.language in {"sh", "bash"})
     ]
     assert wrong == []
+
+
+@pytest.mark.parametrize("block", LIVE, ids=block_id)
+def test_a_live_block_is_listed_and_its_gpudrv_commands_parse(block: examples.Block) -> None:
+    """A live block needs a cluster, registry or node, so it is not run here; it is listed instead (this
+    test's ids: `pytest --collect-only -q tests/docs/test_examples.py -k listed`), and what can be
+    checked offline is: every gpudrv command it shows is one gpudrv's own parser takes (its verb and
+    flags exist). Nothing runs."""
+    refused = [
+        f"gpudrv {' '.join(argv)}: {why}"
+        for line in examples.shown_commands(block)
+        for argv in examples.gpudrv_calls(line)
+        if (why := examples.refused(argv)) is not None
+    ]
+    assert refused == [], f"{block_id(block)}: gpudrv would refuse these"
+
+
+def test_every_gpudrv_command_shown_in_a_live_block_is_found() -> None:
+    """Every line of a live block that shows a gpudrv command (GPUDRV_CALL) gives the parse check above
+    at least one call (examples.gpudrv_calls): none is passed over."""
+    for block in LIVE:
+        for line in examples.shown_commands(block):
+            if examples.GPUDRV_CALL.search(line):
+                assert examples.gpudrv_calls(line), f"{block_id(block)}: {line}"

@@ -1,5 +1,5 @@
 """Two local clusters and a fleet repository that names them, for trying many clusters by hand (the
-README's door) and for tests/e2e/test_clusters_live.py.
+door docs/clusters.md shows) and for tests/e2e/test_clusters_live.py, which runs that page's block.
 
     python -m tests.e2e.clusters DIR          start eu and us (etcd and kube-apiserver each, from the
                                               e2e tier's cached binaries), give each the lab's three

@@ -18,6 +18,7 @@ import pytest
 
 from tests.cli.test_output_contract import schema
 from tests.conftest import REPO, run_gpudrv
+from tests.docs import examples
 from tests.e2e import clusters
 from tests.e2e.conftest import FakeNodes, Kube, PlaneKube
 
@@ -171,17 +172,24 @@ def test_a_cluster_that_stops_answering_mid_run(
     assert len(document["findings"]) == 2
 
 
-def test_the_readme_door(tmp_path: Path) -> None:
-    """python -m tests.e2e.clusters DIR, then the README's two commands, with the output it shows."""
+def door() -> examples.Block:
+    """The block docs/clusters.md shows after `python -m tests.e2e.clusters DIR`: its door."""
+    page = REPO / "docs" / "clusters.md"
+    text = page.read_text(encoding="utf-8")
+    after = text[: text.index("python -m tests.e2e.clusters DIR")].count("\n") + 1
+    return next(block for block in examples.blocks(page) if block.line > after and block.live)
+
+
+def test_the_door_of_many_clusters(tmp_path: Path) -> None:
+    """python -m tests.e2e.clusters DIR, then the commands docs/clusters.md shows, read from the page and
+    run in DIR as tests/docs runs an example: each prints what the page shows (and exits as its
+    `echo $?` shows)."""
+    block = door()
     folder = tmp_path / "door"
     try:
         assert clusters.main([str(folder)]) == 0
-        found = run_gpudrv("audit", "--all-clusters", cwd=folder, env={"KUBECONFIG": ""})
-        assert (found.returncode, found.stdout) == (1, f"us/{clusters.NEW_NODE} MISSING {clusters.NEW_TAG}\n")
-        eu = run_gpudrv("audit", "--cluster", "eu", cwd=folder, env={"KUBECONFIG": ""})
-        assert (eu.returncode, eu.stdout) == (
-            0,
-            "OK: 3 GPU nodes, 3 images in matrix/support-matrix.csv, in 1 cluster\n",
-        )
+        actual = examples.run_in(block, folder, tmp_path / "shell")
+        difference = examples.mismatch(block, actual)
+        assert difference is None, f"docs/clusters.md:{block.line}: the output differs\n\n{difference}"
     finally:
         clusters.main([str(folder), "--down"])
