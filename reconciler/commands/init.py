@@ -1,8 +1,8 @@
 """`gpudrv init [DIR]`: a new fleet repository, ready for gpudrv's checks.
 
 It writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources and Node
-manifests), the four workflows (the PR check, the live audit, apply, the image build: WORKFLOWS) and .pre-commit-config.yaml, all
-pinned to the gpudrv that runs init: the GitHub repository and commit it was built from (or
+manifests), the four workflows (WORKFLOWS: the PR check, the live audit, apply, the image build) and
+.pre-commit-config.yaml, all pinned to the gpudrv that runs init: the GitHub repository and commit it was built from (or
 --action), and its version. Nothing is overwritten: any target already there is exit 2 before a
 byte is written. --from-cluster fills the fleet and the matrix from the live cluster's GPU nodes.
 """
