@@ -2,9 +2,10 @@
 
 It writes gpudrv.yaml, matrix/support-matrix.csv, clusters/NAME/ (driver resources and Node
 manifests), the four workflows (WORKFLOWS: the PR check, the live audit, apply, the image build) and
-.pre-commit-config.yaml, all pinned to the gpudrv that runs init: the GitHub repository and commit it was built from (or
---action), and its version. Nothing is overwritten: any target already there is exit 2 before a
-byte is written. --from-cluster fills the fleet and the matrix from the live cluster's GPU nodes.
+.pre-commit-config.yaml, all pinned to the gpudrv that runs init: the GitHub repository and commit
+it was built from (or --action), and its version. Nothing is overwritten: any target already there
+is exit 2 before a byte is written. --from-cluster fills the fleet and the matrix from the live
+cluster's GPU nodes.
 """
 
 from __future__ import annotations
