@@ -20,9 +20,8 @@ def validate(folder: Path, output: Output) -> int:
         github.publish(manifests.annotate(report), manifests.summary(report), manifests.verdict(report))
     elif output.structured:
         print(document.text(manifests.as_json(report), output))
+    elif report.problems:
+        print("\n".join(problem.text() for problem in report.problems))  # one write: 50,000 lines are many
     else:
-        for problem in report.problems:
-            print(problem.text())
-        if not report.problems:
-            print(manifests.verdict(report))
+        print(manifests.verdict(report))
     return ERROR if report.problems else OK

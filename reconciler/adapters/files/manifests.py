@@ -39,6 +39,12 @@ def load_documents(path: Path) -> Iterator[tuple[int, Any]]:
 _parsed: dict[Path, tuple[str, tuple[tuple[int, Any], ...], GpudrvError | None]] = {}
 
 
+def forget(path: Path) -> None:
+    """Drop the parse kept of `path`, for a reader that reads each file once (manifests validate):
+    10,000 files' documents kept alive cost more in garbage collection than they could save."""
+    _parsed.pop(path, None)
+
+
 def _parse(path: Path, text: str) -> tuple[tuple[tuple[int, Any], ...], GpudrvError | None]:
     documents: list[tuple[int, Any]] = []
     try:

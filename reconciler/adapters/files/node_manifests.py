@@ -25,6 +25,7 @@ def check(folder: Path) -> Report:
             nodes += 1
             problems += _schema_problems(path, line, document, checker)
             problems += _duplicate(path, line, document, names)
+        manifests.forget(path)  # read once: nothing here reads it again
     return Report(str(folder), nodes, tuple(problems))
 
 

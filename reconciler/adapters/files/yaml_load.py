@@ -47,11 +47,18 @@ class Problem(Exception):
         self.message, self.line = message, line
 
 
+# Idle round-trip readers. Making one (its plug-ins are looked for on disk, its resolver built) cost
+# more than parsing a Node manifest: 10,000 files made 10,000 readers. Each text takes one for itself
+# (two texts read at once never share one) and gives it back only when every document was read: a
+# constructor that stopped at an error may hold half its state.
+_IDLE: list[YAML] = []
+
+
 def documents(text: str, version: tuple[int, int] | None = None) -> Iterator[Any]:
     """Each document of the text as ruamel's round-trip data (CommentedMap, CommentedSeq, scalars),
     in order; a Problem at the first thing that is not YAML gpudrv reads (after the documents before).
     `version`: the YAML version of documents without a %YAML directive (None: 1.2)."""
-    reader = YAML(typ="rt")
+    reader = _IDLE.pop() if _IDLE else YAML(typ="rt")
     construct = reader.constructor.construct_document
     import yaml  # here: commands that read no YAML do not pay for it
 
@@ -66,6 +73,7 @@ def documents(text: str, version: tuple[int, int] | None = None) -> Iterator[Any
         raise Problem(f"invalid YAML: {exc.reason} (character {exc.character!r})", line) from None
     finally:
         parser.dispose()
+    _IDLE.append(reader)
 
 
 def _construct(construct: Any, root: Node) -> Any:
@@ -104,35 +112,40 @@ class _Composer:
     added: int = 0  # nodes the aliases of this document add
     rules: Any = None  # the resolver's implicit rules for this document's YAML version
     _tags: dict[str, Tag] = field(default_factory=dict)
+    _by_first: dict[str, Any] = field(default_factory=dict)  # the rules for a scalar's first character
 
     def nodes(self, parser: Any) -> Iterator[Node]:
         """The root node of each document."""
+        events = self.yaml  # the event classes, looked up once, scalars (the most of them) first
+        scalar, start, end = events.ScalarEvent, events.MappingStartEvent, events.MappingEndEvent
+        opening = (events.SequenceStartEvent, start)
+        closing = (events.SequenceEndEvent, end)
         stack: list[_Open] = []
         root: Node | None = None
         while True:
             event = self._next(parser)
             kind = type(event)
-            if kind is self.yaml.StreamEndEvent:
-                return
-            if kind is self.yaml.DocumentStartEvent:
-                self.anchors, self.sizes, self.added, root = {}, {}, 0, None
-                self._version(event)
-            elif kind is self.yaml.DocumentEndEvent:
-                if root is not None:
-                    yield root
-            elif kind in (self.yaml.SequenceStartEvent, self.yaml.MappingStartEvent):
+            if kind is scalar:
+                root = self._attach(stack, self._scalar(event), 1) or root
+            elif kind in opening:
                 if len(stack) >= MAX_DEPTH:
                     raise Problem(f"YAML nested deeper than {MAX_DEPTH} levels", self._line(event.start_mark))
                 stack.append(_Open(self._collection(event)))
-            elif kind in (self.yaml.SequenceEndEvent, self.yaml.MappingEndEvent):
+            elif kind in closing:
                 done = stack.pop()
                 done.node.end_mark = self._mark(event.end_mark)
                 if done.node.anchor is not None:
                     self.sizes[done.node.anchor] = done.size
                 root = self._attach(stack, done.node, done.size) or root
-            elif kind is self.yaml.ScalarEvent:
-                root = self._attach(stack, self._scalar(event), 1) or root
-            elif kind is self.yaml.AliasEvent:
+            elif kind is events.StreamEndEvent:
+                return
+            elif kind is events.DocumentStartEvent:
+                self.anchors, self.sizes, self.added, root = {}, {}, 0, None
+                self._version(event)
+            elif kind is events.DocumentEndEvent:
+                if root is not None:
+                    yield root
+            elif kind is events.AliasEvent:
                 node, size = self._alias(event)
                 root = self._attach(stack, node, size) or root
 
@@ -148,12 +161,17 @@ class _Composer:
             )
         self.loader.version = event.version or self.default_version
         self.rules = self.loader.resolver.versioned_resolver
+        self._by_first = {}
 
     def _resolve(self, kind: type[Node], value: str | None, implicit: Any) -> Tag:
         """ruamel's resolver.resolve, with the version's rules looked up once per document (ruamel
         looks them up for every scalar, through an exception, which dominated large directories)."""
         if kind is ScalarNode and value is not None and implicit[0]:
-            for tag, pattern in self.rules.get(value[:1], []) + self.rules.get(None, []):
+            first = value[:1]
+            rules = self._by_first.get(first)
+            if rules is None:
+                rules = self._by_first[first] = self.rules.get(first, []) + self.rules.get(None, [])
+            for tag, pattern in rules:
                 if pattern.match(value):
                     return self._tags.setdefault(tag, Tag(suffix=tag))
         resolver = self.loader.resolver
